@@ -1,0 +1,35 @@
+# The two commands: `make run` and `make test`. Each installs what it needs into .venv from
+# uv.lock (uv itself is pinned and installed into .uv with the system's python3 and pip).
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+UV := .uv/bin/uv
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON := $(PYTHON)
+
+.PHONY: install run test lint openapi bench
+
+$(UV):
+	$(PYTHON) -m venv .uv
+	.uv/bin/pip install --quiet uv==$(UV_VERSION)
+
+.venv/.synced: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen
+	touch $@
+
+install: .venv/.synced
+
+run: install
+	.venv/bin/ingest serve
+
+test: install
+	.venv/bin/pytest $(PYTEST_ARGS)
+
+lint: install
+	.venv/bin/ruff check app tests bench
+	.venv/bin/ruff format --check app tests bench
+
+openapi: install
+	.venv/bin/ingest openapi --output openapi.yaml
+
+bench: install
+	.venv/bin/python -m bench.drain $(BENCH_ARGS)

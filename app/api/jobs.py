@@ -1,0 +1,157 @@
+"""The job endpoints: submit, read, list, retry, cancel."""
+
+import hashlib
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+from fastapi.exceptions import RequestValidationError
+
+from app.api.deps import JobsDep, SettingsDep
+from app.api.problems import responses
+from app.api.schemas import (
+    AttemptList,
+    AttemptOut,
+    BatchIn,
+    JobIn,
+    JobList,
+    JobOut,
+    JobPage,
+    Requeued,
+)
+from app.settings import Settings
+from app.states import JobStatus
+from app.store.jobs import NewJob
+from app.urls import job_domain
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+DEFAULT_TENANT = "default"
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="The same key again (same tenant) returns the first job instead of a new one.",
+    ),
+]
+StatusFilter = Annotated[
+    str | None,
+    Query(alias="status", description="Comma-separated statuses, e.g. `dead` or `pending,running`."),
+]
+
+
+def _new_job(body: JobIn, settings: Settings, idempotency_key: str | None = None) -> NewJob:
+    fingerprint = None
+    if idempotency_key is not None:
+        fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+    return NewJob(
+        url=body.url,
+        domain=job_domain(body.url),
+        tenant=body.tenant or DEFAULT_TENANT,
+        max_attempts=body.max_attempts or settings.max_attempts,
+        priority=body.priority,
+        not_before=body.not_before,
+        metadata=body.metadata,
+        callback_url=body.callback_url,
+        idempotency_key=idempotency_key,
+        fingerprint=fingerprint,
+    )
+
+
+def _statuses(raw: str | None) -> list[JobStatus]:
+    if not raw:
+        return []
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    try:
+        return [JobStatus(name) for name in names]
+    except ValueError:
+        allowed = ", ".join(s.value for s in JobStatus)
+        raise RequestValidationError([{
+            "type": "enum", "loc": ("query", "status"), "input": raw,
+            "msg": f"status must be a comma-separated list of: {allowed}",
+        }]) from None
+
+
+@router.post(
+    "",
+    name="submit_job",
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": JobOut, "description": "Same Idempotency-Key again: the first job"},
+               **responses(409)},
+)
+async def submit_job(
+    body: JobIn, response: Response, jobs: JobsDep, settings: SettingsDep,
+    idempotency_key: IdempotencyKey = None,
+) -> JobOut:
+    """Queue a URL to fetch."""
+    new = _new_job(body, settings, idempotency_key)
+    if idempotency_key is None:
+        job, created = (await jobs.submit([new]))[0], True
+    else:
+        job, created = await jobs.submit_once(new)
+    response.headers["Location"] = f"/jobs/{job.id}"
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return JobOut.of(job)
+
+
+@router.post("/batch", name="submit_batch", status_code=status.HTTP_201_CREATED)
+async def submit_batch(body: BatchIn, jobs: JobsDep, settings: SettingsDep) -> JobList:
+    """Queue 1 to 1,000 URLs at once, all or nothing."""
+    created = await jobs.submit([_new_job(item, settings) for item in body.jobs])
+    return JobList(items=[JobOut.of(job) for job in created])
+
+
+@router.get("", name="list_jobs", responses=responses(400))
+async def list_jobs(
+    jobs: JobsDep,
+    status_filter: StatusFilter = None,
+    domain: Annotated[str | None, Query(max_length=300)] = None,
+    tenant: Annotated[str | None, Query(max_length=100)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+) -> JobPage:
+    """Jobs, newest first, filtered; `GET /jobs?status=dead` lists the dead."""
+    page = await jobs.list(_statuses(status_filter), domain, tenant, limit, cursor)
+    return JobPage(items=[JobOut.of(job) for job in page.items], next_cursor=page.next_cursor)
+
+
+@router.post("/retry", name="retry_jobs")
+async def retry_jobs(
+    jobs: JobsDep,
+    status_filter: StatusFilter = "dead",
+    domain: Annotated[str | None, Query(max_length=300)] = None,
+) -> Requeued:
+    """Requeue every dead (or cancelled) job, optionally of one domain, with a fresh budget."""
+    statuses = _statuses(status_filter)
+    if not statuses or not set(statuses) <= {JobStatus.DEAD, JobStatus.CANCELLED}:
+        raise RequestValidationError([{
+            "type": "enum", "loc": ("query", "status"), "input": status_filter,
+            "msg": "only dead and cancelled jobs can be requeued in bulk",
+        }])
+    return Requeued(requeued=await jobs.retry_all(statuses, domain))
+
+
+@router.get("/{job_id}", name="get_job", responses=responses(404))
+async def get_job(job_id: str, jobs: JobsDep) -> JobOut:
+    return JobOut.of(await jobs.get(job_id))
+
+
+@router.get("/{job_id}/attempts", name="list_attempts", responses=responses(404))
+async def list_attempts(job_id: str, jobs: JobsDep) -> AttemptList:
+    """The job's history: one entry per attempt, oldest first."""
+    return AttemptList(items=[AttemptOut.of(a) for a in await jobs.attempts(job_id)])
+
+
+@router.post("/{job_id}/retry", name="retry_job", responses=responses(404, 409))
+async def retry_job(job_id: str, jobs: JobsDep) -> JobOut:
+    """Dead or cancelled: pending with a fresh budget. Pending: due now. Otherwise 409."""
+    return JobOut.of(await jobs.retry(job_id))
+
+
+@router.post("/{job_id}/cancel", name="cancel_job", responses=responses(404, 409))
+async def cancel_job(job_id: str, jobs: JobsDep) -> JobOut:
+    """Pending: cancelled. Otherwise 409."""
+    return JobOut.of(await jobs.cancel(job_id))

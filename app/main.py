@@ -1,0 +1,69 @@
+"""The FastAPI application and its lifespan.
+
+The lifespan builds everything in order (database, migrations, stores, fetcher, worker)
+and tears it down in reverse. Nothing is created at import time.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
+
+import app as package
+from app.api import jobs, ops, problems
+from app.clock import Clock, utc_now
+from app.fetcher import Fetcher
+from app.settings import Settings
+from app.store.database import Database
+from app.store.jobs import JobStore
+from app.store.queue import Queue
+from app.worker import Worker
+
+
+def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        database = Database(settings.database_url)
+        await database.upgrade()
+        app.state.settings = settings
+        app.state.database = database
+        app.state.jobs = JobStore(database, clock)
+        worker, task, fetcher = None, None, None
+        if settings.worker_enabled:
+            fetcher = Fetcher(settings)
+            worker = Worker(Queue(database), fetcher, settings, clock)
+            app.state.jobs.on_submit = worker.notify
+            task = asyncio.create_task(worker.run(), name="worker")
+        app.state.worker = worker
+        try:
+            yield
+        finally:
+            if worker is not None and task is not None:
+                worker.stop()
+                await task
+            if fetcher is not None:
+                await fetcher.aclose()
+            await database.dispose()
+
+    # Swagger UI and ReDoc assets come from the installed package, not a CDN.
+    app = FastAPIOffline(
+        title="ingest",
+        version=package.__version__,
+        summary="Hand it URLs; it fetches them reliably and keeps every job's state visible.",
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
+    problems.install(app)
+    app.include_router(jobs.router)
+    app.include_router(ops.router)
+    return app
+
+
+def _operation_id(route: APIRoute) -> str:
+    # Route names are stable, so the committed openapi.yaml does not churn.
+    return route.name

@@ -1,0 +1,122 @@
+"""The one place where SQLite and PostgreSQL differ.
+
+Everything else (the store's SQL, the migrations) is written once for both. What differs:
+
+- the async driver behind a plain URL (aiosqlite, asyncpg);
+- how a write transaction starts: SQLite takes the write lock up front (`BEGIN IMMEDIATE`)
+  so two claimers queue on `busy_timeout` instead of failing to upgrade a read lock;
+  PostgreSQL relies on `FOR UPDATE SKIP LOCKED`, which SQLAlchemy's SQLite compiler
+  drops, so one claim statement serves both;
+- wake-ups across processes: PostgreSQL has LISTEN/NOTIFY; SQLite has none, so other
+  processes find new jobs by polling.
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+log = logging.getLogger("ingest.store")
+
+NOTIFY_CHANNEL = "ingest_jobs"
+WRITE = {"ingest_write": True}
+"""Execution options of a write transaction; see `_begin_sqlite`."""
+
+
+class SQLiteBackend:
+    name = "sqlite"
+
+    def __init__(self, url: URL) -> None:
+        self.url = url.set(drivername="sqlite+aiosqlite")
+
+    def create_engine(self) -> AsyncEngine:
+        if self.url.database and self.url.database != ":memory:":
+            Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(self.url, connect_args={"timeout": 30})
+        event.listen(engine.sync_engine, "connect", _configure_sqlite)
+        event.listen(engine.sync_engine, "begin", _begin_sqlite)
+        return engine
+
+    async def notify(self, conn: AsyncConnection) -> None:
+        """No cross-process signal: other processes poll."""
+
+    @contextlib.asynccontextmanager
+    async def listen(self, on_notify: Callable[[], None]) -> AsyncIterator[None]:
+        yield
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets readers run beside the one writer; synchronous=NORMAL is durable against
+    # process crashes (not power loss) and is what makes WAL commits cheap.
+    cursor = dbapi_connection.cursor()
+    for pragma in (
+        "journal_mode=WAL",
+        "synchronous=NORMAL",
+        "foreign_keys=ON",
+        "busy_timeout=30000",
+    ):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+    # Hand transaction control to SQLAlchemy's begin event (the driver's own is broken).
+    dbapi_connection.isolation_level = None
+
+
+def _begin_sqlite(conn: sa.Connection) -> None:
+    immediate = conn.get_execution_options().get("ingest_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class PostgresBackend:
+    name = "postgresql"
+
+    def __init__(self, url: URL) -> None:
+        self.url = url.set(drivername="postgresql+asyncpg")
+
+    def create_engine(self) -> AsyncEngine:
+        return create_async_engine(self.url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+
+    async def notify(self, conn: AsyncConnection) -> None:
+        # Delivered at commit, so listeners never wake before the job is visible.
+        await conn.execute(sa.text(f"NOTIFY {NOTIFY_CHANNEL}"))
+
+    @contextlib.asynccontextmanager
+    async def listen(self, on_notify: Callable[[], None]) -> AsyncIterator[None]:
+        """Call `on_notify` whenever any process submits a job, while the block runs.
+
+        A dropped listener connection is not fatal: the worker still polls.
+        """
+        dsn = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        try:
+            connection = await asyncpg.connect(dsn)
+            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: on_notify())
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("LISTEN %s unavailable (%s); relying on polling", NOTIFY_CHANNEL, exc)
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(connection.close(), timeout=5)
+
+
+Backend = SQLiteBackend | PostgresBackend
+
+
+def backend_for(database_url: str) -> Backend:
+    """Pick the backend and driver for a plain URL (`sqlite:///x.db`, `postgresql://...`)."""
+    url = make_url(database_url)
+    scheme = url.get_backend_name()
+    if scheme == "sqlite":
+        return SQLiteBackend(url)
+    if scheme in ("postgresql", "postgres"):
+        return PostgresBackend(url)
+    raise ValueError(f"unsupported database URL scheme {url.drivername!r}; use sqlite or postgresql")

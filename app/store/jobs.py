@@ -1,0 +1,268 @@
+"""The operators' side of the store: submit, read, list, retry, cancel, count.
+
+Used by the HTTP API and the CLI alike, so both see and change jobs the same way.
+"""
+
+import base64
+import binascii
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from app.states import JobStatus
+from app.store.database import Database
+from app.store.queue import attempts, jobs, status_is
+from app.store.tables import Attempt, Job
+
+
+class JobNotFound(LookupError):
+    pass
+
+
+class StateConflict(Exception):
+    """The job is not in a state that allows the operation."""
+
+    def __init__(self, job_id: str, status: str, operation: str) -> None:
+        super().__init__(f"job {job_id} is {status}; cannot {operation}")
+        self.status = status
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key was used before with another request body."""
+
+
+class BadCursor(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class NewJob:
+    url: str
+    domain: str
+    tenant: str
+    max_attempts: int
+    priority: int = 0
+    not_before: datetime | None = None
+    metadata: dict[str, Any] | None = None
+    callback_url: str | None = None
+    idempotency_key: str | None = None
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Job]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Stats:
+    counts: dict[str, int] = field(default_factory=dict)
+    oldest_pending_age_seconds: float | None = None
+
+
+def _job(columns: Mapping[str, Any]) -> Job:
+    values = dict(columns)
+    values["meta"] = values.pop("metadata")
+    return Job(**values)
+
+
+def encode_cursor(job: Job) -> str:
+    raw = f"{job.created_at.isoformat()}|{job.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created, job_id = raw.split("|", 1)
+        created_at = datetime.fromisoformat(created)
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise BadCursor("cursor is not one this service returned") from exc
+    if created_at.tzinfo is None:
+        raise BadCursor("cursor is not one this service returned")
+    return created_at, job_id
+
+
+class JobStore:
+    def __init__(
+        self,
+        database: Database,
+        clock: Callable[[], datetime],
+        on_submit: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.db = database
+        self.clock = clock
+        self.on_submit = on_submit
+        """Called after new work is committed: wakes the worker in this process."""
+
+    async def submit(self, new_jobs: Sequence[NewJob]) -> list[Job]:
+        """Insert jobs, all or nothing, and wake the workers."""
+        now = self.clock()
+        rows = [self._row(new, now) for new in new_jobs]
+        async with self.db.write() as conn:
+            await conn.execute(sa.insert(jobs), rows)
+            await self.db.backend.notify(conn)
+        self.on_submit()
+        return [_job(row) for row in rows]
+
+    async def submit_once(self, new: NewJob) -> tuple[Job, bool]:
+        """Submit under an idempotency key: the same key and body again returns the first job.
+
+        Returns (job, created). Raises IdempotencyConflict for the same key with another body.
+        """
+        assert new.idempotency_key is not None
+        existing = await self._by_key(new.tenant, new.idempotency_key)
+        if existing is None:
+            try:
+                return (await self.submit([new]))[0], True
+            except IntegrityError:
+                # A concurrent request with the same key won the insert.
+                existing = await self._by_key(new.tenant, new.idempotency_key)
+                if existing is None:
+                    raise
+        if existing.idempotency_fingerprint != new.fingerprint:
+            raise IdempotencyConflict(
+                f"Idempotency-Key {new.idempotency_key!r} was used with a different request"
+            )
+        return existing, False
+
+    async def _by_key(self, tenant: str, key: str) -> Job | None:
+        stmt = sa.select(jobs).where(jobs.c.tenant == tenant, jobs.c.idempotency_key == key)
+        async with self.db.read() as conn:
+            row = (await conn.execute(stmt)).first()
+        return None if row is None else _job(row._mapping)
+
+    def _row(self, new: NewJob, now: datetime) -> dict[str, Any]:
+        return {
+            "id": str(uuid.uuid4()),
+            "url": new.url,
+            "domain": new.domain,
+            "tenant": new.tenant,
+            "status": JobStatus.PENDING.value,
+            "priority": new.priority,
+            "attempts": 0,
+            "max_attempts": new.max_attempts,
+            "deferrals": 0,
+            "retry_after": new.not_before if new.not_before and new.not_before > now else None,
+            "metadata": new.metadata,
+            "callback_url": new.callback_url,
+            "idempotency_key": new.idempotency_key,
+            "idempotency_fingerprint": new.fingerprint,
+            "created_at": now,
+            "updated_at": now,
+        }
+
+    async def get(self, job_id: str) -> Job:
+        async with self.db.read() as conn:
+            row = (await conn.execute(sa.select(jobs).where(jobs.c.id == job_id))).first()
+        if row is None:
+            raise JobNotFound(job_id)
+        return _job(row._mapping)
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        await self.get(job_id)
+        stmt = sa.select(attempts).where(attempts.c.job_id == job_id).order_by(attempts.c.id)
+        async with self.db.read() as conn:
+            return [Attempt(**row._mapping) for row in await conn.execute(stmt)]
+
+    async def list(
+        self,
+        statuses: Sequence[JobStatus] = (),
+        domain: str | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """Newest first, `limit` at a time; pass `next_cursor` back for the next page."""
+        stmt = sa.select(jobs).order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit + 1)
+        if statuses:
+            stmt = stmt.where(jobs.c.status.in_([s.value for s in statuses]))
+        if domain:
+            stmt = stmt.where(jobs.c.domain == domain.lower())
+        if tenant:
+            stmt = stmt.where(jobs.c.tenant == tenant)
+        if cursor:
+            created_at, job_id = decode_cursor(cursor)
+            stmt = stmt.where(sa.tuple_(jobs.c.created_at, jobs.c.id) < (created_at, job_id))
+        async with self.db.read() as conn:
+            items = [_job(row._mapping) for row in await conn.execute(stmt)]
+        more = len(items) > limit
+        items = items[:limit]
+        return Page(items, encode_cursor(items[-1]) if more else None)
+
+    async def retry(self, job_id: str) -> Job:
+        """Dead or cancelled: pending with a fresh budget. Pending: due now."""
+        job = await self.get(job_id)
+        now = self.clock()
+        if job.status in (JobStatus.DEAD, JobStatus.CANCELLED):
+            values: dict[str, Any] = _fresh_budget(now)
+        elif job.status == JobStatus.PENDING:
+            values = {"retry_after": None, "updated_at": now}
+        else:
+            raise StateConflict(job_id, job.status, "retry")
+        stmt = sa.update(jobs).where(jobs.c.id == job_id, jobs.c.status == job.status)
+        async with self.db.write() as conn:
+            if (await conn.execute(stmt.values(**values))).rowcount != 1:
+                raise StateConflict(job_id, "changing", "retry")
+            await self.db.backend.notify(conn)
+        self.on_submit()
+        return await self.get(job_id)
+
+    async def retry_all(self, statuses: Sequence[JobStatus], domain: str | None = None) -> int:
+        """Requeue every dead or cancelled job (optionally of one domain) with a fresh budget."""
+        if not statuses or not set(statuses) <= {JobStatus.DEAD, JobStatus.CANCELLED}:
+            raise ValueError("only dead and cancelled jobs can be requeued in bulk")
+        stmt = sa.update(jobs).where(jobs.c.status.in_([s.value for s in statuses]))
+        if domain:
+            stmt = stmt.where(jobs.c.domain == domain.lower())
+        async with self.db.write() as conn:
+            count = (await conn.execute(stmt.values(**_fresh_budget(self.clock())))).rowcount
+            if count:
+                await self.db.backend.notify(conn)
+        if count:
+            self.on_submit()
+        return count
+
+    async def cancel(self, job_id: str) -> Job:
+        job = await self.get(job_id)
+        if job.status != JobStatus.PENDING:
+            raise StateConflict(job_id, job.status, "cancel")
+        now = self.clock()
+        stmt = (
+            sa.update(jobs)
+            .where(jobs.c.id == job_id, status_is(JobStatus.PENDING))
+            .values(status=JobStatus.CANCELLED, retry_after=None, finished_at=now, updated_at=now)
+        )
+        async with self.db.write() as conn:
+            if (await conn.execute(stmt)).rowcount != 1:
+                raise StateConflict(job_id, "no longer pending", "cancel")
+        return await self.get(job_id)
+
+    async def stats(self) -> Stats:
+        counts = {status.value: 0 for status in JobStatus}
+        by_status = sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status)
+        oldest = sa.select(sa.func.min(jobs.c.created_at)).where(status_is(JobStatus.PENDING))
+        async with self.db.read() as conn:
+            for status, count in await conn.execute(by_status):
+                counts[status] = count
+            oldest_created = (await conn.execute(oldest)).scalar()
+        age = None if oldest_created is None else (self.clock() - oldest_created).total_seconds()
+        return Stats(counts, age)
+
+
+def _fresh_budget(now: datetime) -> dict[str, Any]:
+    return {
+        "status": JobStatus.PENDING,
+        "attempts": 0,
+        "deferrals": 0,
+        "retry_after": None,
+        "dead_reason": None,
+        "finished_at": None,
+        "updated_at": now,
+    }

@@ -1,0 +1,132 @@
+"""The two tables, `jobs` and `attempts`, and the indexes the hot queries rely on.
+
+Timestamps are stored as naive UTC in both databases (`UTCDateTime`) and come back aware,
+so SQLite's text timestamps and PostgreSQL's compare the same way.
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import JSON, Column, Field, SQLModel
+
+from app.states import JobStatus
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    impl = sa.DateTime(timezone=False)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; use an aware UTC datetime")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _ts(nullable: bool = True) -> Any:
+    return Field(default=None, sa_type=UTCDateTime, nullable=nullable)
+
+
+class Job(SQLModel, table=True):
+    __tablename__ = "jobs"
+
+    id: str = Field(primary_key=True, max_length=36)
+    url: str = Field(max_length=2048)
+    domain: str = Field(max_length=300)
+    tenant: str = Field(max_length=100)
+    status: str = Field(max_length=16)
+    priority: int = 0
+    attempts: int = 0
+    max_attempts: int
+    deferrals: int = 0
+    retry_after: datetime | None = _ts()
+    lease_expires_at: datetime | None = _ts()
+    worker_id: str | None = Field(default=None, max_length=100)
+    last_error_kind: str | None = Field(default=None, max_length=16)
+    last_error_type: str | None = Field(default=None, max_length=100)
+    last_error_message: str | None = None
+    last_error_http_status: int | None = None
+    last_error_at: datetime | None = _ts()
+    dead_reason: str | None = Field(default=None, max_length=32)
+    result_http_status: int | None = None
+    result_final_url: str | None = None
+    result_content_type: str | None = Field(default=None, max_length=255)
+    result_bytes: int | None = Field(default=None, sa_type=sa.BigInteger)
+    result_sha256: str | None = Field(default=None, max_length=64)
+    result_title: str | None = None
+    # `metadata` is reserved by SQLAlchemy's declarative base; the column keeps the name.
+    meta: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
+    callback_url: str | None = Field(default=None, max_length=2048)
+    idempotency_key: str | None = Field(default=None, max_length=255)
+    # sha256 of the submitted body, to tell "same request again" from "same key, other body".
+    idempotency_fingerprint: str | None = Field(default=None, max_length=64)
+    created_at: datetime = _ts(nullable=False)
+    updated_at: datetime = _ts(nullable=False)
+    started_at: datetime | None = _ts()
+    finished_at: datetime | None = _ts()
+
+    __table_args__ = (
+        sa.UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
+        # The claim scans only pending rows in claim order, however many terminal rows pile up.
+        sa.Index(
+            "ix_jobs_claim",
+            sa.text("priority DESC"),
+            "created_at",
+            postgresql_where=sa.text(f"status = '{JobStatus.PENDING}'"),
+            sqlite_where=sa.text(f"status = '{JobStatus.PENDING}'"),
+        ),
+        # Earliest retry_after, so an idle worker knows how long it may wait.
+        sa.Index(
+            "ix_jobs_pending_retry_after",
+            "retry_after",
+            postgresql_where=sa.text(f"status = '{JobStatus.PENDING}' AND retry_after IS NOT NULL"),
+            sqlite_where=sa.text(f"status = '{JobStatus.PENDING}' AND retry_after IS NOT NULL"),
+        ),
+        # Expired leases are found without touching pending or terminal rows.
+        sa.Index(
+            "ix_jobs_running_lease",
+            "lease_expires_at",
+            postgresql_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
+            sqlite_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
+        ),
+        # GET /jobs?status=... newest first (read backwards), and per-status counts.
+        sa.Index("ix_jobs_status_created", "status", "created_at", "id"),
+        sa.Index("ix_jobs_created", "created_at", "id"),
+        sa.Index("ix_jobs_domain_created", "domain", "created_at", "id"),
+    )
+
+
+# SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY (it is 64-bit there).
+BigIntPK = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+class Attempt(SQLModel, table=True):
+    """One row per attempt, kept across manual retries: the job's history.
+
+    `number` is the attempt within the budget in force ("attempt 2/4"), so it restarts at 1
+    after an operator's retry; `id` orders the whole history.
+    """
+
+    __tablename__ = "attempts"
+
+    id: int | None = Field(default=None, sa_column=Column(BigIntPK, primary_key=True, autoincrement=True))
+    job_id: str = Field(
+        sa_column=Column(sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False)
+    )
+    number: int
+    worker_id: str = Field(max_length=100)
+    started_at: datetime = _ts(nullable=False)
+    finished_at: datetime | None = _ts()
+    outcome: str | None = Field(default=None, max_length=16)
+    error_type: str | None = Field(default=None, max_length=100)
+    message: str | None = None
+    http_status: int | None = None
+    duration_ms: int | None = None
+    next_retry_at: datetime | None = _ts()
+
+    __table_args__ = (sa.Index("ix_attempts_job", "job_id", "id"),)

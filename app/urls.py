@@ -1,0 +1,30 @@
+"""Pure checks on submitted URLs. No I/O."""
+
+import httpx
+
+MAX_URL_LENGTH = 2048
+
+
+def job_domain(url: str) -> str:
+    """Validate a URL to fetch and return its domain (lower-cased host[:port]).
+
+    Raises ValueError with a message meant for the submitter.
+    """
+    if len(url) > MAX_URL_LENGTH:
+        raise ValueError(f"URL is longer than {MAX_URL_LENGTH} characters")
+    if any(ch.isspace() for ch in url):
+        raise ValueError("URL must not contain whitespace")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"not a valid URL: {exc}") from None
+    if parsed.scheme not in ("http", "https"):
+        raise ValueError("URL scheme must be http or https")
+    if not parsed.host:
+        raise ValueError("URL must have a host")
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise ValueError("URL port must be between 1 and 65535")
+    host = parsed.host.lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    return f"{host}:{parsed.port}" if parsed.port is not None else host
