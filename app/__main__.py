@@ -1,0 +1,5 @@
+"""`python -m app` is the `ingest` command."""
+
+from app.cli import main
+
+main()

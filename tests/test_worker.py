@@ -1,0 +1,213 @@
+"""End to end: the app's worker against a real HTTP server on 127.0.0.1, on both backends."""
+
+import asyncio
+import hashlib
+import logging
+import re
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from app.settings import Settings
+from tests.conftest import eventually, running_app, wait_for_status
+from tests.webserver import Reply, ScriptedServer
+
+
+async def submit(client, url: str, **fields) -> dict:
+    response = await client.post("/jobs", json={"url": url, **fields})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def history(client, job_id: str) -> list[str]:
+    items = (await client.get(f"/jobs/{job_id}/attempts")).json()["items"]
+    return [item["outcome"] for item in items]
+
+
+async def test_success_records_result(make_settings: Callable[..., Settings], web: ScriptedServer):
+    """A 200 answer makes the job succeeded with its result recorded, in one attempt."""
+    body = b"<title> A  page </title>body"
+    url = web.script("/page", Reply(200, body))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+        done = await wait_for_status(client, job["id"], "succeeded")
+    assert 1 == done["attempts"]
+    assert None is done["retry_after"]
+    assert {
+        "http_status": 200,
+        "final_url": url,
+        "content_type": "text/html; charset=utf-8",
+        "bytes": len(body),
+        "sha256": hashlib.sha256(body).hexdigest(),
+        "title": "A page",
+    } == done["result"]
+    assert 1 == web.count("/page")
+
+
+async def test_404_is_dead_at_once(make_settings, web):
+    """A 404 kills the job on its first attempt, with one request sent."""
+    url = web.script("/gone", Reply(404))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+        dead = await wait_for_status(client, job["id"], "dead")
+        assert ["fatal"] == await history(client, job["id"])
+    assert ("fatal", 1, None) == (dead["dead_reason"], dead["attempts"], dead["retry_after"])
+    assert {"kind": "fatal", "type": "HTTPStatus", "http_status": 404} == {
+        k: dead["last_error"][k] for k in ("kind", "type", "http_status")
+    }
+    assert 1 == web.count("/gone")
+
+
+async def test_503_dies_after_max_attempts_with_growing_gaps(make_settings, web):
+    """An always-503 URL is hit exactly max_attempts times, each gap at least the backoff."""
+    url = web.script("/down", Reply(503))
+    async with running_app(make_settings(max_attempts=4)) as (_, client):
+        job = await submit(client, url)
+        dead = await wait_for_status(client, job["id"], "dead")
+        assert ["transient"] * 4 == await history(client, job["id"])
+    assert ("retries_exhausted", 4) == (dead["dead_reason"], dead["attempts"])
+    hits = web.hits["/down"]
+    assert 4 == len(hits)
+    gaps = [b - a for a, b in zip(hits, hits[1:], strict=False)]
+    for gap, backoff in zip(gaps, [0.2, 0.4, 0.8], strict=True):
+        assert gap >= backoff * 0.95, gaps
+    assert gaps == sorted(gaps)
+
+
+async def test_fail_twice_then_succeed(make_settings, web):
+    """Two transient failures then a 200: succeeded on attempt 3, history kept."""
+    url = web.script("/flaky", Reply(500), Reply(503), Reply(200))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+        done = await wait_for_status(client, job["id"], "succeeded")
+        assert ["transient", "transient", "succeeded"] == await history(client, job["id"])
+    assert 3 == done["attempts"]
+    assert 503 == done["last_error"]["http_status"]
+
+
+async def test_dropped_connection_is_transient(make_settings, web):
+    """A server that closes without answering is retried, then the job succeeds."""
+    url = web.script("/drop", Reply(drop=True), Reply(200))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+        done = await wait_for_status(client, job["id"], "succeeded")
+        attempts = (await client.get(f"/jobs/{job['id']}/attempts")).json()["items"]
+    assert "RemoteProtocolError" == attempts[0]["error_type"]
+    assert 2 == done["attempts"]
+
+
+async def test_job_in_backoff_does_not_hold_up_fresh_jobs(make_settings, web):
+    """With one slot, a job waiting out a long backoff lets 20 fresh jobs run meanwhile."""
+    slow_retry = web.script("/retry-later", Reply(503))
+    settings = make_settings(worker_concurrency=1, backoff_base_seconds=30, backoff_max_seconds=30)
+    async with running_app(settings) as (_, client):
+        waiting = await submit(client, slow_retry)
+        await eventually(lambda: _attempts(client, waiting["id"], 1))
+        fresh = [await submit(client, web.url(f"/fresh/{i}")) for i in range(20)]
+        for job in fresh:
+            await wait_for_status(client, job["id"], "succeeded", timeout=5)
+        still = (await client.get(f"/jobs/{waiting['id']}")).json()
+    assert ("pending", 1) == (still["status"], still["attempts"])
+    assert still["retry_after"] is not None
+    assert 1 == web.count("/retry-later")
+
+
+async def _attempts(client, job_id: str, n: int) -> bool:
+    job = (await client.get(f"/jobs/{job_id}")).json()
+    return job["attempts"] == n and job["status"] == "pending"
+
+
+async def test_restart_keeps_retry_after(make_settings, web):
+    """After a restart the job keeps its retry_after and runs after it, not before."""
+    url = web.script("/later", Reply(503), Reply(200))
+    settings = make_settings(backoff_base_seconds=1.5, backoff_max_seconds=1.5)
+    async with running_app(settings) as (_, client):
+        job = await submit(client, url)
+        waiting = await eventually(lambda: _pending_with_retry(client, job["id"]))
+    retry_after = datetime.fromisoformat(waiting["retry_after"])
+    async with running_app(settings) as (_, client):
+        after_restart = (await client.get(f"/jobs/{job['id']}")).json()
+        assert waiting["retry_after"] == after_restart["retry_after"]
+        done = await wait_for_status(client, job["id"], "succeeded")
+    second_attempt = (datetime.fromisoformat(done["started_at"]))
+    assert second_attempt >= retry_after
+    assert 2 == web.count("/later")
+
+
+async def _pending_with_retry(client, job_id: str) -> dict | None:
+    job = (await client.get(f"/jobs/{job_id}")).json()
+    return job if job["status"] == "pending" and job["retry_after"] else None
+
+
+async def test_heartbeat_keeps_a_slow_fetch_from_running_twice(make_settings, web):
+    """A fetch slower than the lease is heartbeated, so it runs exactly once."""
+    url = web.script("/slow", Reply(delay=1.5))
+    async with running_app(make_settings(lease_seconds=0.6)) as (_, client):
+        job = await submit(client, url)
+        done = await wait_for_status(client, job["id"], "succeeded")
+        assert ["succeeded"] == await history(client, job["id"])
+    assert 1 == done["attempts"]
+    assert 1 == web.count("/slow")
+
+
+async def test_graceful_shutdown_hands_the_job_back(make_settings, web):
+    """A fetch still running at shutdown is handed back pending, its attempt not spent."""
+    url = web.script("/stuck", Reply(delay=5), Reply(200))
+    settings = make_settings(shutdown_grace_seconds=0.2)
+    async with running_app(settings) as (_, client):
+        job = await submit(client, url)
+        await eventually(lambda: _running(client, job["id"]))
+        started = time.monotonic()
+    assert time.monotonic() - started < 3
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        back = (await client.get(f"/jobs/{job['id']}")).json()
+        assert ["interrupted"] == await history(client, job["id"])
+    assert ("pending", 0, None) == (back["status"], back["attempts"], back["retry_after"])
+
+
+async def _running(client, job_id: str) -> bool:
+    return (await client.get(f"/jobs/{job_id}")).json()["status"] == "running"
+
+
+async def test_log_lines_read_the_state(make_settings, web, caplog):
+    """The worker logs 'will retry at T' only when it will, and one 'dead (reason)' line."""
+    url = web.script("/down", Reply(503))
+    caplog.set_level(logging.INFO, logger="ingest.worker")
+    async with running_app(make_settings(max_attempts=2)) as (_, client):
+        job = await submit(client, url)
+        await wait_for_status(client, job["id"], "dead")
+    lines = [r.getMessage() for r in caplog.records if job["id"] in r.getMessage()]
+    assert 2 == len(lines), lines
+    assert re.fullmatch(
+        rf"job {job['id']} attempt 1/2 failed: HTTP 503 \(transient\); "
+        r"will retry at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(in 0\.2s\)",
+        lines[0],
+    ), lines[0]
+    assert f"job {job['id']} attempt 2/2 failed: HTTP 503 (transient); dead (retries_exhausted)" == lines[1]
+
+
+async def test_fatal_log_line(make_settings, web, caplog):
+    """A 404 logs exactly one line: failed, fatal, dead (fatal)."""
+    url = web.script("/missing", Reply(404))
+    caplog.set_level(logging.INFO, logger="ingest.worker")
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+        await wait_for_status(client, job["id"], "dead")
+    lines = [r.getMessage() for r in caplog.records if job["id"] in r.getMessage()]
+    assert [f"job {job['id']} attempt 1/4 failed: HTTP 404 (fatal); dead (fatal)"] == lines
+
+
+async def test_many_jobs_drain(make_settings, web):
+    """100 jobs on 8 slots all succeed, each URL fetched once."""
+    async with running_app(make_settings()) as (_, client):
+        body = {"jobs": [{"url": web.url(f"/many/{i}")} for i in range(100)]}
+        created = (await client.post("/jobs/batch", json=body)).json()["items"]
+
+        async def all_done() -> bool:
+            stats = (await client.get("/stats")).json()
+            return stats["counts"]["succeeded"] == 100
+
+        await eventually(all_done, timeout=20)
+    assert 100 == len(created)
+    assert all(web.count(f"/many/{i}") == 1 for i in range(100))
+    await asyncio.sleep(0)

@@ -1,0 +1,102 @@
+"""A real HTTP server on 127.0.0.1 whose answers the tests script, and which counts hits.
+
+`server.script("/flaky", Reply(503), Reply(503), Reply(200))` answers the first two GETs of
+/flaky with 503 and every later one with 200 (the last reply repeats). Unscripted paths
+answer 200 with a small HTML page.
+"""
+
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    body: bytes = b"<html><head><title>Hello</title></head><body>hi</body></html>"
+    content_type: str = "text/html; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    """Seconds to wait before answering."""
+    drop: bool = False
+    """Close the connection without answering (the client sees RemoteProtocolError)."""
+
+
+class ScriptedServer:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scripts: dict[str, list[Reply]] = {}
+        self.hits: dict[str, list[float]] = defaultdict(list)
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "ScriptedServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def script(self, path: str, *replies: Reply) -> str:
+        with self._lock:
+            self._scripts[path] = list(replies)
+        return self.url(path)
+
+    def count(self, path: str) -> int:
+        with self._lock:
+            return len(self.hits[path])
+
+    def _next_reply(self, path: str) -> Reply:
+        with self._lock:
+            self.hits[path].append(time.monotonic())
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            replies = self._scripts.get(path)
+            if not replies:
+                return Reply()
+            return replies.pop(0) if len(replies) > 1 else replies[0]
+
+    def _done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                reply = server._next_reply(self.path)
+                try:
+                    if reply.delay:
+                        time.sleep(reply.delay)
+                    if reply.drop:
+                        self.close_connection = True
+                        return
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", reply.content_type)
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+                finally:
+                    server._done()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        return Handler
