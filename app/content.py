@@ -36,7 +36,9 @@ def extract_title(head: bytes, content_type: str | None, charset: str | None) ->
         return None
     try:
         text = head.decode(charset or "utf-8", errors="replace")
-    except LookupError:  # a charset name Python does not know
+    # A charset name Python does not know (LookupError) or cannot decode with: idna and
+    # "undefined" raise UnicodeError (a ValueError) whatever `errors` says.
+    except (LookupError, ValueError):
         text = head.decode("utf-8", errors="replace")
     parser = _TitleParser()
     parser.feed(text)

@@ -39,7 +39,9 @@ def _attempt(job_id: str, attempt: int, max_attempts: int) -> str:
 def job_succeeded(job_id: str, attempt: int, max_attempts: int, result: FetchResult) -> None:
     log.info(
         "%s succeeded: HTTP %d, %d bytes",
-        _attempt(job_id, attempt, max_attempts), result.http_status, result.bytes,
+        _attempt(job_id, attempt, max_attempts),
+        result.http_status,
+        result.bytes,
     )
 
 
@@ -47,10 +49,13 @@ def job_failed(
     job_id: str, attempt: int, max_attempts: int, failure: Failure, decision: Decision
 ) -> None:
     if isinstance(decision, Reschedule):
-        then = f"will retry at {timestamp(decision.retry_at)} (in {seconds(decision.delay_seconds)})"
+        then = (
+            f"will retry at {timestamp(decision.retry_at)} (in {seconds(decision.delay_seconds)})"
+        )
     else:
         then = f"dead ({decision.reason})"
-    line = f"{_attempt(job_id, attempt, max_attempts)} failed: {failure.label} ({failure.kind}); {then}"
+    failed = f"failed: {failure.label} ({failure.kind})"
+    line = f"{_attempt(job_id, attempt, max_attempts)} {failed}; {then}"
     if failure.unexpected is not None:
         # Not a known case: a bug, or a new failure to classify. The trace says which.
         log.error("%s [unexpected %s]", line, failure.type, exc_info=failure.unexpected)

@@ -22,7 +22,7 @@ Which failures are which (exception names are httpx's unless noted)::
     │   └── ProxyError                                                           fatal
     ├── httpx.TooManyRedirects, httpx.InvalidURL                                 fatal
     ├── app.fetcher.FetchTimeout (total deadline passed)                         transient
-    └── anything else: a bug or a case to classify                               fatal, logged with trace
+    └── anything else: a bug or a case to classify                 fatal, logged with its trace
 
 HTTP answers: 2xx succeed; 429 is rate_limited; codes in `transient_status_codes`
 (default 408 and 5xx) are transient; everything else is fatal.
@@ -97,7 +97,14 @@ def classify_exception(exc: BaseException, transient_errors: tuple[str, ...]) ->
             return Failure(ErrorKind.FATAL, "CertificateError", message)
     if name in transient_errors:
         return Failure(ErrorKind.TRANSIENT, name, message)
-    known = {"TooManyRedirects", "InvalidURL", "UnsupportedProtocol", "LocalProtocolError"}
+    known = {
+        "TooManyRedirects",
+        "InvalidURL",
+        "UnsupportedProtocol",
+        "LocalProtocolError",
+        "CloseError",
+        "ProxyError",
+    }
     return Failure(ErrorKind.FATAL, name, message, unexpected=None if name in known else exc)
 
 

@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     # Storage
     database_url: str = Field(
         "sqlite:///data/ingest.db",
-        description="sqlite:///path/to.db or postgresql://user@host:5432/db; the driver is chosen for you.",
+        description="sqlite:///path/to.db or postgresql://user@host/db; driver chosen for you.",
     )
 
     # HTTP API

@@ -76,20 +76,22 @@ class Worker:
             try:
                 await self._reclaim_expired()
                 leases = await self._claim(free) if free > 0 else []
-                timeout = await self._idle_timeout() if len(leases) < free else 0.0
+                # Slots left empty: sleep until the next retry is due; none free: until one is.
+                timeout = await self._idle_timeout() if len(leases) < free else self._max_wait
                 errors = 0
             except Exception:
                 errors += 1
                 delay = min(0.5 * 2 ** (errors - 1), 30.0)
-                log.exception("worker %s: database error; trying again in %s", self.id,
-                              events.seconds(delay))
+                log.exception(
+                    "worker %s: database error; trying again in %s", self.id, events.seconds(delay)
+                )
                 await self._wait(delay)
                 continue
             for lease in leases:
                 task = asyncio.create_task(self._process(lease), name=f"job {lease.id}")
                 self._inflight[task] = lease
                 task.add_done_callback(self._finished)
-            if leases and len(leases) == free:
+            if free > 0 and len(leases) == free:
                 continue  # every free slot was filled: more may be due
             await self._wait(timeout)
 
@@ -107,9 +109,13 @@ class Worker:
     def _reclaim_interval(self) -> float:
         return min(self.settings.poll_interval_seconds, self.settings.lease_seconds / 2)
 
+    @property
+    def _max_wait(self) -> float:
+        return min(self.settings.poll_interval_seconds, self._reclaim_interval)
+
     async def _idle_timeout(self) -> float:
         """How long the loop may wait: until the next retry is due, at most one poll."""
-        timeout = min(self.settings.poll_interval_seconds, self._reclaim_interval)
+        timeout = self._max_wait
         next_due = await self.queue.next_due_at()
         if next_due is not None:
             timeout = min(timeout, (next_due - self.clock()).total_seconds())
@@ -152,8 +158,9 @@ class Worker:
             if recorded:
                 events.job_succeeded(lease.id, lease.attempt, lease.max_attempts, outcome)
         else:
-            decision = decide(outcome, lease.attempt, lease.max_attempts, now, self.settings,
-                              self.rand)
+            decision = decide(
+                outcome, lease.attempt, lease.max_attempts, now, self.settings, self.rand
+            )
             recorded = await self.queue.record_failure(lease, outcome, decision, now, duration_ms)
             if recorded:
                 events.job_failed(lease.id, lease.attempt, lease.max_attempts, outcome, decision)
@@ -176,16 +183,24 @@ class Worker:
                 log.exception("worker %s: heartbeat failed; leases may expire", self.id)
                 continue
             if kept < len(held):
-                log.warning("worker %s: %d of %d leases were taken back", self.id,
-                            len(held) - kept, len(held))
+                log.warning(
+                    "worker %s: %d of %d leases were taken back",
+                    self.id,
+                    len(held) - kept,
+                    len(held),
+                )
 
     async def _drain(self) -> None:
         """Give in-flight fetches the grace period, then hand the rest back."""
         if not self._inflight:
             return
         tasks = list(self._inflight)
-        log.info("worker %s: waiting up to %s for %d in-flight jobs", self.id,
-                 events.seconds(self.settings.shutdown_grace_seconds), len(tasks))
+        log.info(
+            "worker %s: waiting up to %s for %d in-flight jobs",
+            self.id,
+            events.seconds(self.settings.shutdown_grace_seconds),
+            len(tasks),
+        )
         _, pending = await asyncio.wait(tasks, timeout=self.settings.shutdown_grace_seconds)
         for task in pending:
             task.cancel()

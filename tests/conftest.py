@@ -76,9 +76,7 @@ async def _truncate(url: str) -> None:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(
-    request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path
-) -> str:
+def database_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path) -> str:
     """An empty, migrated database on each backend."""
     if request.param == "sqlite":
         path = tmp_path / "ingest.db"

@@ -2,6 +2,7 @@
 
 import asyncio
 import hashlib
+import itertools
 import logging
 import re
 import time
@@ -68,7 +69,7 @@ async def test_503_dies_after_max_attempts_with_growing_gaps(make_settings, web)
     assert ("retries_exhausted", 4) == (dead["dead_reason"], dead["attempts"])
     hits = web.hits["/down"]
     assert 4 == len(hits)
-    gaps = [b - a for a, b in zip(hits, hits[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(hits)]
     for gap, backoff in zip(gaps, [0.2, 0.4, 0.8], strict=True):
         assert gap >= backoff * 0.95, gaps
     assert gaps == sorted(gaps)
@@ -129,7 +130,7 @@ async def test_restart_keeps_retry_after(make_settings, web):
         after_restart = (await client.get(f"/jobs/{job['id']}")).json()
         assert waiting["retry_after"] == after_restart["retry_after"]
         done = await wait_for_status(client, job["id"], "succeeded")
-    second_attempt = (datetime.fromisoformat(done["started_at"]))
+    second_attempt = datetime.fromisoformat(done["started_at"])
     assert second_attempt >= retry_after
     assert 2 == web.count("/later")
 
@@ -183,7 +184,10 @@ async def test_log_lines_read_the_state(make_settings, web, caplog):
         r"will retry at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(in 0\.2s\)",
         lines[0],
     ), lines[0]
-    assert f"job {job['id']} attempt 2/2 failed: HTTP 503 (transient); dead (retries_exhausted)" == lines[1]
+    assert (
+        f"job {job['id']} attempt 2/2 failed: HTTP 503 (transient); dead (retries_exhausted)"
+        == lines[1]
+    )
 
 
 async def test_fatal_log_line(make_settings, web, caplog):

@@ -24,6 +24,10 @@ class Reply:
     """Close the connection without answering (the client sees RemoteProtocolError)."""
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the default 5 drops connections when workers open many at once
+
+
 class ScriptedServer:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -31,7 +35,7 @@ class ScriptedServer:
         self.hits: dict[str, list[float]] = defaultdict(list)
         self.in_flight = 0
         self.max_in_flight = 0
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = _Server(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -75,6 +79,7 @@ class ScriptedServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes
 
             def do_GET(self) -> None:
                 reply = server._next_reply(self.path)

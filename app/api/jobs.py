@@ -38,7 +38,9 @@ IdempotencyKey = Annotated[
 ]
 StatusFilter = Annotated[
     str | None,
-    Query(alias="status", description="Comma-separated statuses, e.g. `dead` or `pending,running`."),
+    Query(
+        alias="status", description="Comma-separated statuses, e.g. `dead` or `pending,running`."
+    ),
 ]
 
 
@@ -68,21 +70,32 @@ def _statuses(raw: str | None) -> list[JobStatus]:
         return [JobStatus(name) for name in names]
     except ValueError:
         allowed = ", ".join(s.value for s in JobStatus)
-        raise RequestValidationError([{
-            "type": "enum", "loc": ("query", "status"), "input": raw,
-            "msg": f"status must be a comma-separated list of: {allowed}",
-        }]) from None
+        raise RequestValidationError(
+            [
+                {
+                    "type": "enum",
+                    "loc": ("query", "status"),
+                    "input": raw,
+                    "msg": f"status must be a comma-separated list of: {allowed}",
+                }
+            ]
+        ) from None
 
 
 @router.post(
     "",
     name="submit_job",
     status_code=status.HTTP_201_CREATED,
-    responses={200: {"model": JobOut, "description": "Same Idempotency-Key again: the first job"},
-               **responses(409)},
+    responses={
+        200: {"model": JobOut, "description": "Same Idempotency-Key again: the first job"},
+        **responses(409),
+    },
 )
 async def submit_job(
-    body: JobIn, response: Response, jobs: JobsDep, settings: SettingsDep,
+    body: JobIn,
+    response: Response,
+    jobs: JobsDep,
+    settings: SettingsDep,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     """Queue a URL to fetch."""
@@ -127,10 +140,16 @@ async def retry_jobs(
     """Requeue every dead (or cancelled) job, optionally of one domain, with a fresh budget."""
     statuses = _statuses(status_filter)
     if not statuses or not set(statuses) <= {JobStatus.DEAD, JobStatus.CANCELLED}:
-        raise RequestValidationError([{
-            "type": "enum", "loc": ("query", "status"), "input": status_filter,
-            "msg": "only dead and cancelled jobs can be requeued in bulk",
-        }])
+        raise RequestValidationError(
+            [
+                {
+                    "type": "enum",
+                    "loc": ("query", "status"),
+                    "input": status_filter,
+                    "msg": "only dead and cancelled jobs can be requeued in bulk",
+                }
+            ]
+        )
     return Requeued(requeued=await jobs.retry_all(statuses, domain))
 
 

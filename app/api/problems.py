@@ -23,8 +23,11 @@ def problem(status: int, detail: str | None = None) -> JSONResponse:
 def responses(*statuses: int) -> dict[int | str, dict[str, object]]:
     """OpenAPI entries for the problems an operation can answer."""
     return {
-        status: {"model": Problem, "description": HTTPStatus(status).phrase,
-                 "content": {PROBLEM_JSON: {}}}
+        status: {
+            "model": Problem,
+            "description": HTTPStatus(status).phrase,
+            "content": {PROBLEM_JSON: {}},
+        }
         for status in statuses
     }
 

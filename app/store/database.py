@@ -30,7 +30,7 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A transaction that will write; committed on exit, rolled back on error."""
-        async with self._writer.begin() as conn:
+        async with self.backend.write_gate(), self._writer.begin() as conn:
             yield conn
 
     async def ping(self) -> None:

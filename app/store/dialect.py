@@ -7,6 +7,9 @@ Everything else (the store's SQL, the migrations) is written once for both. What
   so two claimers queue on `busy_timeout` instead of failing to upgrade a read lock;
   PostgreSQL relies on `FOR UPDATE SKIP LOCKED`, which SQLAlchemy's SQLite compiler
   drops, so one claim statement serves both;
+- one writer at a time: SQLite allows one, and a writer that finds the lock taken sleeps
+  in SQLite's busy handler (milliseconds at a time), so writers of one process queue on an
+  asyncio lock instead; PostgreSQL writers run concurrently;
 - wake-ups across processes: PostgreSQL has LISTEN/NOTIFY; SQLite has none, so other
   processes find new jobs by polling.
 """
@@ -36,6 +39,10 @@ class SQLiteBackend:
 
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="sqlite+aiosqlite")
+        self._write_lock = asyncio.Lock()
+
+    def write_gate(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self._write_lock
 
     def create_engine(self) -> AsyncEngine:
         if self.url.database and self.url.database != ":memory:":
@@ -80,6 +87,9 @@ class PostgresBackend:
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="postgresql+asyncpg")
 
+    def write_gate(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return contextlib.nullcontext()
+
     def create_engine(self) -> AsyncEngine:
         return create_async_engine(self.url, pool_size=10, max_overflow=10, pool_pre_ping=True)
 
@@ -119,4 +129,6 @@ def backend_for(database_url: str) -> Backend:
         return SQLiteBackend(url)
     if scheme in ("postgresql", "postgres"):
         return PostgresBackend(url)
-    raise ValueError(f"unsupported database URL scheme {url.drivername!r}; use sqlite or postgresql")
+    raise ValueError(
+        f"unsupported database URL scheme {url.drivername!r}; use sqlite or postgresql"
+    )

@@ -72,10 +72,14 @@ class Queue:
             .order_by(jobs.c.priority.desc(), jobs.c.created_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
+            .cte("due")
+            # Evaluated once: as `id IN (subquery)` PostgreSQL may re-run the LIMIT subquery
+            # and, skipping rows it has just locked, claim more than `limit`.
+            .prefix_with("MATERIALIZED")
         )
         claim = (
             sa.update(jobs)
-            .where(jobs.c.id.in_(due.scalar_subquery()), status_is(JobStatus.PENDING))
+            .where(jobs.c.id == due.c.id, status_is(JobStatus.PENDING))
             .values(
                 status=JobStatus.RUNNING,
                 attempts=jobs.c.attempts + 1,
@@ -85,8 +89,14 @@ class Queue:
                 started_at=now,
                 updated_at=now,
             )
-            .returning(jobs.c.id, jobs.c.url, jobs.c.domain, jobs.c.tenant, jobs.c.attempts,
-                       jobs.c.max_attempts)
+            .returning(
+                jobs.c.id,
+                jobs.c.url,
+                jobs.c.domain,
+                jobs.c.tenant,
+                jobs.c.attempts,
+                jobs.c.max_attempts,
+            )
         )
         async with self.db.write() as conn:
             rows = (await conn.execute(claim)).all()
@@ -95,7 +105,12 @@ class Queue:
             await conn.execute(
                 sa.insert(attempts),
                 [
-                    {"job_id": r.id, "number": r.attempts, "worker_id": worker_id, "started_at": now}
+                    {
+                        "job_id": r.id,
+                        "number": r.attempts,
+                        "worker_id": worker_id,
+                        "started_at": now,
+                    }
                     for r in rows
                 ],
             )
@@ -110,8 +125,9 @@ class Queue:
             return 0
         stmt = (
             sa.update(jobs)
-            .where(jobs.c.id.in_(job_ids), jobs.c.worker_id == worker_id,
-                   status_is(JobStatus.RUNNING))
+            .where(
+                jobs.c.id.in_(job_ids), jobs.c.worker_id == worker_id, status_is(JobStatus.RUNNING)
+            )
             .values(lease_expires_at=until)
         )
         async with self.db.write() as conn:
@@ -147,8 +163,7 @@ class Queue:
         if isinstance(decision, Reschedule):
             values |= {"status": JobStatus.PENDING, "retry_after": decision.retry_at}
         else:
-            values |= {"status": JobStatus.DEAD, "dead_reason": decision.reason,
-                       "finished_at": now}
+            values |= {"status": JobStatus.DEAD, "dead_reason": decision.reason, "finished_at": now}
         outcome = {
             "outcome": AttemptOutcome(failure.kind),
             "error_type": failure.type,
@@ -160,8 +175,7 @@ class Queue:
 
     async def release(self, lease: Lease, now: datetime) -> bool:
         """Graceful shutdown: hand the job back, due now, without spending the attempt."""
-        values = {"status": JobStatus.PENDING, "attempts": jobs.c.attempts - 1,
-                  "retry_after": None}
+        values = {"status": JobStatus.PENDING, "attempts": jobs.c.attempts - 1, "retry_after": None}
         outcome = {"outcome": AttemptOutcome.INTERRUPTED, "message": "worker shut down"}
         duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
         return await self._finish(lease, values, outcome, now, duration_ms)
@@ -188,7 +202,9 @@ class Queue:
             if (await conn.execute(stmt)).rowcount != 1:
                 return False
             await _close_attempt(
-                conn, lease.id, lease.attempt,
+                conn,
+                lease.id,
+                lease.attempt,
                 {"finished_at": now, "duration_ms": duration_ms, **attempt_values},
             )
         return True
@@ -203,12 +219,14 @@ class Queue:
             sa.select(jobs.c.id)
             .where(status_is(JobStatus.RUNNING), jobs.c.lease_expires_at < now)
             .with_for_update(skip_locked=True)
+            .cte("expired")
+            .prefix_with("MATERIALIZED")
         )
         exhausted = jobs.c.attempts >= jobs.c.max_attempts
         message = "lease expired: the worker stopped heartbeating"
         stmt = (
             sa.update(jobs)
-            .where(jobs.c.id.in_(expired.scalar_subquery()), status_is(JobStatus.RUNNING))
+            .where(jobs.c.id == expired.c.id, status_is(JobStatus.RUNNING))
             .values(
                 status=sa.case((exhausted, JobStatus.DEAD.value), else_=JobStatus.PENDING.value),
                 dead_reason=sa.case((exhausted, DeadReason.LEASE_EXPIRED.value), else_=None),
@@ -225,11 +243,14 @@ class Queue:
             rows = (await conn.execute(stmt)).all()
             for row in rows:
                 await _close_attempt(
-                    conn, row.id, row.attempts,
+                    conn,
+                    row.id,
+                    row.attempts,
                     {"finished_at": now, "outcome": AttemptOutcome.INTERRUPTED, "message": message},
                 )
-        return [Reclaimed(r.id, r.attempts, r.max_attempts, r.status == JobStatus.DEAD)
-                for r in rows]
+        return [
+            Reclaimed(r.id, r.attempts, r.max_attempts, r.status == JobStatus.DEAD) for r in rows
+        ]
 
     async def next_due_at(self) -> datetime | None:
         """The earliest `retry_after` among waiting jobs, so an idle worker knows when to look."""
@@ -255,7 +276,8 @@ async def _close_attempt(
 ) -> None:
     await conn.execute(
         sa.update(attempts)
-        .where(attempts.c.job_id == job_id, attempts.c.number == number,
-               attempts.c.outcome.is_(None))
+        .where(
+            attempts.c.job_id == job_id, attempts.c.number == number, attempts.c.outcome.is_(None)
+        )
         .values(**values)
     )

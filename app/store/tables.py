@@ -114,9 +114,13 @@ class Attempt(SQLModel, table=True):
 
     __tablename__ = "attempts"
 
-    id: int | None = Field(default=None, sa_column=Column(BigIntPK, primary_key=True, autoincrement=True))
+    id: int | None = Field(
+        default=None, sa_column=Column(BigIntPK, primary_key=True, autoincrement=True)
+    )
     job_id: str = Field(
-        sa_column=Column(sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False)
+        sa_column=Column(
+            sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
+        )
     )
     number: int
     worker_id: str = Field(max_length=100)

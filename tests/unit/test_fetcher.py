@@ -1,0 +1,421 @@
+"""app.fetcher.Fetcher against mocked transports: results, classified failures, limits."""
+
+import asyncio
+import gzip
+import hashlib
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from app.content import TITLE_SCAN_BYTES
+from app.fetcher import Fetcher, FetchResult
+from app.policy import Failure
+from app.settings import Settings
+from app.states import ErrorKind
+
+Handler = Callable[[httpx.Request], Any]
+PAGE = b"<html><head><title>Hello  world</title></head><body>hi</body></html>"
+
+
+def make_settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "connect_timeout_seconds": 1.0,
+        "read_timeout_seconds": 1.0,
+        "fetch_timeout_seconds": 2.0,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+async def fetch(handler: Handler, url: str, **overrides: Any) -> FetchResult | Failure:
+    """Fetch `url` through a MockTransport that answers with `handler`."""
+    fetcher = Fetcher(make_settings(**overrides), transport=httpx.MockTransport(handler))
+    try:
+        return await fetcher.fetch(url)
+    finally:
+        await fetcher.aclose()
+
+
+def html(body: bytes = PAGE, status: int = 200, charset: str = "utf-8") -> httpx.Response:
+    return httpx.Response(
+        status, content=body, headers={"Content-Type": f"text/html; charset={charset}"}
+    )
+
+
+def raising(exc: Exception) -> Handler:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    return handler
+
+
+async def test_success_result_fields_after_a_redirect() -> None:
+    """A 200 after a redirect reports the final URL, type, size, digest and title of the body."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/start":
+            return httpx.Response(302, headers={"Location": "/final?x=1"})
+        return html()
+
+    result = await fetch(handler, "https://example.test/start")
+
+    expected = FetchResult(
+        http_status=200,
+        final_url="https://example.test/final?x=1",
+        content_type="text/html; charset=utf-8",
+        bytes=len(PAGE),
+        sha256=hashlib.sha256(PAGE).hexdigest(),
+        title="Hello world",
+    )
+    assert expected == result
+
+
+async def test_success_without_html_has_no_title() -> None:
+    """A non-HTML 2xx body succeeds with no title."""
+    body = b'{"title": "not this"}'
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"Content-Type": "application/json"})
+
+    result = await fetch(handler, "http://example.test/api")
+
+    expected = FetchResult(
+        200,
+        "http://example.test/api",
+        "application/json",
+        len(body),
+        hashlib.sha256(body).hexdigest(),
+        None,
+    )
+    assert expected == result
+
+
+async def test_empty_204() -> None:
+    """A 204 succeeds with zero bytes, the digest of nothing and no content type."""
+    result = await fetch(lambda request: httpx.Response(204), "http://example.test/")
+
+    expected = FetchResult(204, "http://example.test/", None, 0, hashlib.sha256().hexdigest(), None)
+    assert expected == result
+
+
+async def test_body_streamed_in_chunks_is_hashed_whole() -> None:
+    """Size, digest and title cover every chunk, including a title split across chunks."""
+    chunks = [b"<html><head><ti", b"tle>Split", b" title</title></head>", b"<body>x</body>"]
+
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body(), headers={"Content-Type": "text/html"})
+
+    result = await fetch(handler, "http://example.test/")
+
+    whole = b"".join(chunks)
+    assert (len(whole), hashlib.sha256(whole).hexdigest(), "Split title") == (
+        result.bytes,
+        result.sha256,
+        result.title,
+    )
+
+
+async def test_title_is_only_searched_in_the_head_of_the_body() -> None:
+    """A <title> after the first TITLE_SCAN_BYTES bytes is not found."""
+    body = b" " * TITLE_SCAN_BYTES + b"<title>Too late</title>"
+
+    result = await fetch(lambda request: html(body), "http://example.test/")
+
+    assert (len(body), None) == (result.bytes, result.title)
+
+
+async def test_title_uses_the_declared_charset() -> None:
+    """The Content-Type charset decodes the title."""
+    body = "<title>café</title>".encode("latin-1")
+
+    result = await fetch(lambda request: html(body, charset="iso-8859-1"), "http://example.test/")
+
+    assert "café" == result.title
+
+
+async def test_unusable_charset_still_succeeds() -> None:
+    """A 200 whose charset Python cannot decode with is still a success, not a dead job."""
+    result = await fetch(lambda request: html(charset="idna"), "http://example.test/")
+
+    assert (FetchResult, "Hello world") == (type(result), result.title)
+
+
+async def test_user_agent_header_is_sent() -> None:
+    """Every fetch carries the configured User-Agent."""
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["User-Agent"])
+        return html()
+
+    await fetch(handler, "http://example.test/", user_agent="test-agent/9")
+
+    assert ["test-agent/9"] == seen
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (404, ErrorKind.FATAL),
+        (410, ErrorKind.FATAL),
+        (403, ErrorKind.FATAL),
+        (304, ErrorKind.FATAL),
+        (408, ErrorKind.TRANSIENT),
+        (500, ErrorKind.TRANSIENT),
+        (503, ErrorKind.TRANSIENT),
+        (429, ErrorKind.RATE_LIMITED),
+    ],
+)
+async def test_error_status_is_a_classified_failure(status: int, kind: ErrorKind) -> None:
+    """A non-2xx answer becomes a Failure carrying its status."""
+    result = await fetch(lambda request: html(status=status), "http://example.test/")
+
+    assert Failure(kind, "HTTPStatus", f"HTTP {status}", status) == result
+
+
+async def test_status_codes_come_from_settings() -> None:
+    """A 500 is fatal when the configured transient codes leave it out."""
+    result = await fetch(
+        lambda request: html(status=500),
+        "http://example.test/",
+        transient_status_codes=frozenset({503}),
+    )
+
+    assert Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 500", 500) == result
+
+
+async def test_error_status_body_is_not_read() -> None:
+    """A failure status is decided before the body is streamed."""
+    read: list[bytes] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        read.append(b"x")
+        yield b"x"
+
+    result = await fetch(lambda request: httpx.Response(503, content=body()), "http://e.test/")
+
+    assert (ErrorKind.TRANSIENT, []) == (result.kind, read)
+
+
+@pytest.mark.parametrize(
+    ("size", "expected_type"),
+    [(99, FetchResult), (100, FetchResult), (101, Failure)],
+)
+async def test_body_size_limit(size: int, expected_type: type) -> None:
+    """A body of exactly max_body_bytes is fine; one byte more is a failure."""
+    result = await fetch(
+        lambda request: httpx.Response(200, content=b"x" * size),
+        "http://example.test/",
+        max_body_bytes=100,
+    )
+
+    assert expected_type is type(result)
+
+
+async def test_body_over_the_limit_is_fatal_body_too_large() -> None:
+    """A body over max_body_bytes is a fatal BodyTooLarge failure."""
+    result = await fetch(
+        lambda request: httpx.Response(200, content=b"x" * 101),
+        "http://example.test/",
+        max_body_bytes=100,
+    )
+
+    assert Failure(ErrorKind.FATAL, "BodyTooLarge", "body exceeds 100 bytes") == result
+
+
+async def test_endless_body_stops_at_the_limit() -> None:
+    """An endless body is abandoned once it passes the limit, not read to the end."""
+    sent = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal sent
+        while True:
+            sent += 1000
+            yield b"x" * 1000
+
+    result = await fetch(
+        lambda request: httpx.Response(200, content=endless()),
+        "http://example.test/",
+        max_body_bytes=10_000,
+    )
+
+    assert ("BodyTooLarge", 11_000) == (result.type, sent)
+
+
+async def test_limit_applies_to_the_decoded_body() -> None:
+    """A small gzip body that inflates past the limit is too large."""
+    compressed = gzip.compress(b"\0" * 100_000)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=compressed, headers={"Content-Encoding": "gzip"})
+
+    result = await fetch(handler, "http://example.test/", max_body_bytes=10_000)
+
+    assert (True, "BodyTooLarge") == (len(compressed) < 10_000, result.type)
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "type_"),
+    [
+        (httpx.ConnectTimeout("connect timed out"), ErrorKind.TRANSIENT, "ConnectTimeout"),
+        (httpx.ReadTimeout("read timed out"), ErrorKind.TRANSIENT, "ReadTimeout"),
+        (httpx.ConnectError("refused"), ErrorKind.TRANSIENT, "ConnectError"),
+        (httpx.RemoteProtocolError("dropped"), ErrorKind.TRANSIENT, "RemoteProtocolError"),
+        (httpx.ReadError("reset"), ErrorKind.TRANSIENT, "ReadError"),
+        (httpx.LocalProtocolError("bad header"), ErrorKind.FATAL, "LocalProtocolError"),
+    ],
+)
+async def test_transport_errors_are_classified(exc: Exception, kind: ErrorKind, type_: str) -> None:
+    """An exception from the transport becomes a classified Failure, not a raise."""
+    result = await fetch(raising(exc), "http://example.test/")
+
+    assert Failure(kind, type_, str(exc)) == result
+
+
+async def test_name_not_found_from_the_transport_is_fatal() -> None:
+    """A ConnectError caused by NXDOMAIN is fatal NameNotFound."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("no such name") from socket.gaierror(socket.EAI_NONAME, "nx")
+
+    result = await fetch(handler, "http://no-such-host.test/")
+
+    assert Failure(ErrorKind.FATAL, "NameNotFound", "no such name") == result
+
+
+async def test_unexpected_error_is_returned_not_raised() -> None:
+    """A bug-like exception inside the fetch is a fatal Failure carrying the exception."""
+    exc = RuntimeError("bug")
+
+    result = await fetch(raising(exc), "http://example.test/")
+
+    assert (Failure(ErrorKind.FATAL, "RuntimeError", "bug"), exc) == (result, result.unexpected)
+
+
+@pytest.mark.parametrize("max_redirects", [0, 2])
+async def test_too_many_redirects_is_fatal(max_redirects: int) -> None:
+    """A redirect chain longer than max_redirects is a fatal TooManyRedirects failure."""
+    hits: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hits.append(request.url.path)
+        return httpx.Response(302, headers={"Location": f"/hop{len(hits)}"})
+
+    result = await fetch(handler, "http://example.test/hop0", max_redirects=max_redirects)
+
+    assert (ErrorKind.FATAL, "TooManyRedirects", None, max_redirects + 1) == (
+        result.kind,
+        result.type,
+        result.unexpected,
+        len(hits),
+    )
+
+
+async def test_redirects_within_the_limit_are_followed() -> None:
+    """Exactly max_redirects redirects still end in success."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hop = int(request.url.path.removeprefix("/hop"))
+        if hop < 2:
+            return httpx.Response(301, headers={"Location": f"/hop{hop + 1}"})
+        return html()
+
+    result = await fetch(handler, "http://example.test/hop0", max_redirects=2)
+
+    assert (200, "http://example.test/hop2") == (result.http_status, result.final_url)
+
+
+async def test_total_deadline_turns_a_hung_server_into_fetch_timeout() -> None:
+    """A server that never answers is cut off at fetch_timeout_seconds as transient FetchTimeout."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(30)
+        return html()
+
+    started = time.monotonic()
+    result = await fetch(
+        handler, "http://example.test/", connect_timeout_seconds=0.1, fetch_timeout_seconds=0.2
+    )
+    elapsed = time.monotonic() - started
+
+    expected = Failure(ErrorKind.TRANSIENT, "FetchTimeout", "no complete answer within 0.2s")
+    assert (expected, True) == (result, 0.15 < elapsed < 1.0)
+
+
+async def test_total_deadline_covers_a_slow_body() -> None:
+    """A body that trickles past the deadline is a FetchTimeout, even though reads keep coming."""
+
+    async def trickle() -> AsyncIterator[bytes]:
+        while True:
+            yield b"x"
+            await asyncio.sleep(0.05)
+
+    started = time.monotonic()
+    result = await fetch(
+        lambda request: httpx.Response(200, content=trickle()),
+        "http://example.test/",
+        connect_timeout_seconds=0.1,
+        fetch_timeout_seconds=0.2,
+    )
+    elapsed = time.monotonic() - started
+
+    assert ("FetchTimeout", True) == (result.type, elapsed < 1.0)
+
+
+# ---- through the default transport, mocked by respx --------------------------------------
+
+
+@respx.mock
+async def test_default_transport_success() -> None:
+    """Without a transport argument the Fetcher uses httpx's own, and succeeds on a 200."""
+    respx.get("https://example.test/page").mock(return_value=html())
+    fetcher = Fetcher(make_settings())
+    try:
+        result = await fetcher.fetch("https://example.test/page")
+    finally:
+        await fetcher.aclose()
+
+    assert (200, "Hello world", len(PAGE)) == (result.http_status, result.title, result.bytes)
+
+
+@respx.mock
+@pytest.mark.parametrize("exc_type", [httpx.ConnectTimeout, httpx.ReadTimeout, httpx.ConnectError])
+async def test_default_transport_errors_are_transient(exc_type: type[Exception]) -> None:
+    """Timeouts and connect errors raised by the default transport are transient."""
+    respx.get("https://example.test/page").mock(side_effect=exc_type)
+    fetcher = Fetcher(make_settings())
+    try:
+        result = await fetcher.fetch("https://example.test/page")
+    finally:
+        await fetcher.aclose()
+
+    assert (ErrorKind.TRANSIENT, exc_type.__name__) == (result.kind, result.type)
+
+
+@respx.mock
+async def test_redirect_to_an_unsupported_scheme_is_fatal() -> None:
+    """A redirect to ftp:// ends in a fatal UnsupportedProtocol failure."""
+    respx.get("http://example.test/").mock(
+        return_value=httpx.Response(302, headers={"Location": "ftp://example.test/file"})
+    )
+    respx.route(scheme="ftp").pass_through()
+    fetcher = Fetcher(make_settings())
+    try:
+        result = await fetcher.fetch("http://example.test/")
+    finally:
+        await fetcher.aclose()
+
+    assert (ErrorKind.FATAL, "UnsupportedProtocol", None) == (
+        result.kind,
+        result.type,
+        result.unexpected,
+    )

@@ -1,0 +1,104 @@
+"""app.urls.job_domain: which submitted URLs are accepted, and the domain they map to."""
+
+import pytest
+
+from app.urls import MAX_URL_LENGTH, job_domain
+
+
+@pytest.mark.parametrize(
+    ("url", "domain"),
+    [
+        ("http://example.com", "example.com"),
+        ("http://example.com/", "example.com"),
+        ("https://example.com/a/b?q=1#frag", "example.com"),
+        ("https://Example.COM/Path", "example.com"),
+        ("HTTPS://EXAMPLE.COM/", "example.com"),
+        ("http://sub.example.com/", "sub.example.com"),
+        ("http://example.com:8080/", "example.com:8080"),
+        ("https://Example.com:8443/x", "example.com:8443"),
+        ("http://example.com:1/", "example.com:1"),
+        ("http://example.com:65535/", "example.com:65535"),
+        ("https://example.com:80/", "example.com:80"),
+        ("http://user:secret@Example.com/", "example.com"),
+        ("http://127.0.0.1:9000/", "127.0.0.1:9000"),
+        ("http://[::1]/", "[::1]"),
+        ("http://[::1]:8080/", "[::1]:8080"),
+        ("https://[2001:DB8::1]/", "[2001:db8::1]"),
+        ("http://bücher.de/", "bücher.de"),
+        ("http://BÜCHER.de/", "bücher.de"),
+        ("http://xn--bcher-kva.de/", "bücher.de"),
+    ],
+)
+def test_accepted_urls_and_their_domain(url: str, domain: str) -> None:
+    """http(s) URLs with a host give the lower-cased host, the port if explicit, IPv6 bracketed."""
+    assert domain == job_domain(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "domain"),
+    [("http://example.com:80/", "example.com"), ("https://example.com:443/", "example.com")],
+)
+def test_scheme_default_port_is_dropped(url: str, domain: str) -> None:
+    """An explicit default port is normalised away (httpx drops it), so it is the same domain."""
+    assert domain == job_domain(url)
+
+
+def test_url_of_exactly_the_maximum_length_is_accepted() -> None:
+    """A URL of exactly MAX_URL_LENGTH characters is accepted."""
+    prefix = "http://example.com/"
+    url = prefix + "a" * (MAX_URL_LENGTH - len(prefix))
+
+    assert (2048, "example.com") == (len(url), job_domain(url))
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://example.com/file", "scheme must be http or https"),
+        ("file:///etc/passwd", "scheme must be http or https"),
+        ("javascript:alert(1)", "scheme must be http or https"),
+        ("example.com", "scheme must be http or https"),
+        ("example.com/path", "scheme must be http or https"),
+        ("//example.com/", "scheme must be http or https"),
+        ("", "scheme must be http or https"),
+        ("http://", "must have a host"),
+        ("http:///path", "must have a host"),
+        ("https://:8080/", "must have a host"),
+        ("http://exa mple.com/", "must not contain whitespace"),
+        ("http://example.com/a b", "must not contain whitespace"),
+        (" http://example.com/", "must not contain whitespace"),
+        ("http://example.com/\n", "must not contain whitespace"),
+        ("http://example.com/\t", "must not contain whitespace"),
+        ("http://example.com/\u00a0", "must not contain whitespace"),
+        ("http://example.com:0/", "port must be between 1 and 65535"),
+        ("http://example.com:65536/", "port must be between 1 and 65535"),
+        ("http://example.com:99999/", "port must be between 1 and 65535"),
+        ("http://example.com:abc/", "not a valid URL"),
+        ("http://example.com:-1/", "port must be between 1 and 65535"),
+    ],
+)
+def test_rejected_urls(url: str, message: str) -> None:
+    """Bad URLs raise ValueError with a message meant for the submitter."""
+    with pytest.raises(ValueError) as info:
+        job_domain(url)
+
+    assert message in str(info.value)
+
+
+def test_url_one_character_too_long_is_rejected() -> None:
+    """A URL of MAX_URL_LENGTH + 1 characters is rejected before it is parsed."""
+    prefix = "http://example.com/"
+    url = prefix + "a" * (MAX_URL_LENGTH + 1 - len(prefix))
+
+    with pytest.raises(ValueError) as info:
+        job_domain(url)
+
+    assert "URL is longer than 2048 characters" == str(info.value)
+
+
+def test_rejection_does_not_chain_the_parser_error() -> None:
+    """The parser's own exception is not chained onto the message for the submitter."""
+    with pytest.raises(ValueError) as info:
+        job_domain("http://example.com:abc/")
+
+    assert (None, True) == (info.value.__cause__, info.value.__suppress_context__)
