@@ -182,7 +182,7 @@ class JobStore:
         """Newest first, `limit` at a time; pass `next_cursor` back for the next page."""
         stmt = sa.select(jobs).order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit + 1)
         if statuses:
-            stmt = stmt.where(jobs.c.status.in_([s.value for s in statuses]))
+            stmt = stmt.where(sa.or_(*(status_is(s) for s in statuses)))
         if domain:
             stmt = stmt.where(jobs.c.domain == domain.lower())
         if tenant:

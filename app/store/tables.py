@@ -72,14 +72,6 @@ class Job(SQLModel, table=True):
 
     __table_args__ = (
         sa.UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
-        # The claim scans only pending rows in claim order, however many terminal rows pile up.
-        sa.Index(
-            "ix_jobs_claim",
-            sa.text("priority DESC"),
-            "created_at",
-            postgresql_where=sa.text(f"status = '{JobStatus.PENDING}'"),
-            sqlite_where=sa.text(f"status = '{JobStatus.PENDING}'"),
-        ),
         # Earliest retry_after, so an idle worker knows how long it may wait.
         sa.Index(
             "ix_jobs_pending_retry_after",
@@ -94,11 +86,31 @@ class Job(SQLModel, table=True):
             postgresql_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
             sqlite_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
         ),
-        # GET /jobs?status=... newest first (read backwards), and per-status counts.
-        sa.Index("ix_jobs_status_created", "status", "created_at", "id"),
+        # GET /jobs?status=dead, what dashboards poll, newest first (read backwards).
+        sa.Index(
+            "ix_jobs_dead_created",
+            "created_at",
+            "id",
+            postgresql_where=sa.text(f"status = '{JobStatus.DEAD}'"),
+            sqlite_where=sa.text(f"status = '{JobStatus.DEAD}'"),
+        ),
+        # Other listings, newest first. There is deliberately no (status, ...) index: without
+        # fresh statistics SQLite prefers it to ix_jobs_claim for the claim and then sorts
+        # every pending row on each claim.
         sa.Index("ix_jobs_created", "created_at", "id"),
         sa.Index("ix_jobs_domain_created", "domain", "created_at", "id"),
     )
+
+
+# The claim scans only pending rows in claim order, however many terminal rows pile up.
+# (Declared here, not in __table_args__, because the column must exist to sort it DESC.)
+sa.Index(
+    "ix_jobs_claim",
+    Job.__table__.c.priority.desc(),
+    Job.__table__.c.created_at,
+    postgresql_where=sa.text(f"status = '{JobStatus.PENDING}'"),
+    sqlite_where=sa.text(f"status = '{JobStatus.PENDING}'"),
+)
 
 
 # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY (it is 64-bit there).

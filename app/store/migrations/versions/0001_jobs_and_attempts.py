@@ -78,7 +78,14 @@ def upgrade() -> None:
         postgresql_where=running,
         sqlite_where=running,
     )
-    op.create_index("ix_jobs_status_created", "jobs", ["status", "created_at", "id"])
+    dead = sa.text("status = 'dead'")
+    op.create_index(
+        "ix_jobs_dead_created",
+        "jobs",
+        ["created_at", "id"],
+        postgresql_where=dead,
+        sqlite_where=dead,
+    )
     op.create_index("ix_jobs_created", "jobs", ["created_at", "id"])
     op.create_index("ix_jobs_domain_created", "jobs", ["domain", "created_at", "id"])
 

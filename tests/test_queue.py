@@ -1,0 +1,159 @@
+"""The queue's SQL on both backends, with a fixed clock: claim order, fencing, leases."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.fetcher import FetchResult
+from app.policy import Failure, MarkDead, Reschedule
+from app.states import DeadReason, ErrorKind, JobStatus
+from app.store.database import Database
+from app.store.jobs import JobStore, NewJob
+from app.store.queue import Queue
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+RESULT = FetchResult(200, "http://a.test/", "text/html", 10, "0" * 64, "t")
+
+
+@pytest.fixture
+async def store(database_url):
+    database = Database(database_url)
+    clock = iter(NOW + timedelta(milliseconds=i) for i in range(10**6))
+    yield JobStore(database, lambda: next(clock)), Queue(database)
+    await database.dispose()
+
+
+def new(path: str = "/", **fields) -> NewJob:
+    values = {"url": f"http://a.test{path}", "domain": "a.test", "tenant": "t", "max_attempts": 3}
+    return NewJob(**(values | fields))
+
+
+async def test_claim_takes_exactly_the_limit(store):
+    """Asked for 8 of 100 due jobs, the claim returns exactly 8, each once."""
+    jobs, queue = store
+    await jobs.submit([new(f"/{i}") for i in range(100)])
+    claimed = [await queue.claim("w", 8, NOW + timedelta(seconds=1), 60) for _ in range(3)]
+    assert [8, 8, 8] == [len(c) for c in claimed]
+    assert 24 == len({lease.id for batch in claimed for lease in batch})
+
+
+async def test_claim_order_is_priority_then_oldest(store):
+    """Higher priority first, then oldest first."""
+    jobs, queue = store
+    low = (await jobs.submit([new("/low", priority=-1)]))[0]
+    old = (await jobs.submit([new("/old")]))[0]
+    young = (await jobs.submit([new("/young")]))[0]
+    high = (await jobs.submit([new("/high", priority=5)]))[0]
+    order = [(await queue.claim("w", 1, NOW + timedelta(seconds=1), 60))[0].id for _ in range(4)]
+    assert [high.id, old.id, young.id, low.id] == order
+
+
+async def test_claim_skips_jobs_not_yet_due(store):
+    """A job with retry_after in the future is not claimed until then."""
+    jobs, queue = store
+    later = NOW + timedelta(seconds=30)
+    job = (await jobs.submit([new(not_before=later)]))[0]
+    assert [] == await queue.claim("w", 10, NOW + timedelta(seconds=29), 60)
+    assert later == await queue.next_due_at()
+    assert [job.id] == [lease.id for lease in await queue.claim("w", 10, later, 60)]
+
+
+async def test_concurrent_claims_never_share_a_job(store):
+    """Claims racing on one database never hand out the same job twice."""
+    jobs, queue = store
+    await jobs.submit([new(f"/{i}") for i in range(60)])
+    batches = await asyncio.gather(
+        *[queue.claim(f"w{i}", 5, NOW + timedelta(seconds=1), 60) for i in range(8)]
+    )
+    ids = [lease.id for batch in batches for lease in batch]
+    assert len(ids) == len(set(ids)) == 40
+
+
+async def test_claim_counts_the_attempt_and_opens_its_history(store):
+    """A claim marks the job running, bumps attempts and records an open attempt."""
+    jobs, queue = store
+    job = (await jobs.submit([new()]))[0]
+    (lease,) = await queue.claim("w", 1, NOW + timedelta(seconds=1), 60)
+    running = await jobs.get(job.id)
+    (attempt,) = await jobs.attempts(job.id)
+    assert (JobStatus.RUNNING, 1, "w") == (running.status, running.attempts, running.worker_id)
+    assert NOW + timedelta(seconds=61) == running.lease_expires_at
+    assert (1, "w", None) == (attempt.number, attempt.worker_id, attempt.outcome)
+    assert 1 == lease.attempt
+
+
+async def test_stale_worker_write_is_a_no_op(store):
+    """After its lease was taken back, the old worker's result changes nothing."""
+    jobs, queue = store
+    job = (await jobs.submit([new()]))[0]
+    (stale,) = await queue.claim("old", 1, NOW, 1)
+    reclaimed = await queue.reclaim_expired(NOW + timedelta(seconds=2))
+    (fresh,) = await queue.claim("new", 1, NOW + timedelta(seconds=3), 60)
+    assert [job.id] == [r.id for r in reclaimed]
+    assert False is await queue.record_success(stale, RESULT, NOW + timedelta(seconds=4), 5)
+    assert True is await queue.record_success(fresh, RESULT, NOW + timedelta(seconds=5), 5)
+    outcomes = [(a.number, a.worker_id, a.outcome) for a in await jobs.attempts(job.id)]
+    assert [(1, "old", "interrupted"), (2, "new", "succeeded")] == outcomes
+
+
+async def test_expired_lease_with_no_budget_left_is_dead(store):
+    """A lost attempt that was the last of the budget kills the job: lease_expired."""
+    jobs, queue = store
+    job = (await jobs.submit([new(max_attempts=1)]))[0]
+    await queue.claim("w", 1, NOW, 1)
+    (reclaimed,) = await queue.reclaim_expired(NOW + timedelta(seconds=2))
+    dead = await jobs.get(job.id)
+    assert reclaimed.dead
+    assert (JobStatus.DEAD, DeadReason.LEASE_EXPIRED) == (dead.status, dead.dead_reason)
+    assert ("transient", "LeaseExpired") == (dead.last_error_kind, dead.last_error_type)
+
+
+async def test_live_lease_is_not_reclaimed(store):
+    """A lease that has not expired, or was extended, stays with its worker."""
+    jobs, queue = store
+    await jobs.submit([new()])
+    (lease,) = await queue.claim("w", 1, NOW, 10)
+    assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=5))
+    assert 1 == await queue.extend_leases("w", [lease.id], NOW + timedelta(seconds=30))
+    assert 0 == await queue.extend_leases("other", [lease.id], NOW + timedelta(seconds=90))
+    assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=20))
+
+
+async def test_reschedule_then_dead(store):
+    """A transient failure sets retry_after; a fatal one kills the job and clears it."""
+    jobs, queue = store
+    job = (await jobs.submit([new()]))[0]
+    failure = Failure(ErrorKind.TRANSIENT, "HTTPStatus", "HTTP 503", 503)
+    (lease,) = await queue.claim("w", 1, NOW, 60)
+    retry_at = NOW + timedelta(seconds=30)
+    assert await queue.record_failure(lease, failure, Reschedule(retry_at, 30), NOW, 7)
+    waiting = await jobs.get(job.id)
+    assert (JobStatus.PENDING, retry_at, 503) == (
+        waiting.status,
+        waiting.retry_after,
+        waiting.last_error_http_status,
+    )
+    (lease,) = await queue.claim("w", 1, retry_at, 60)
+    fatal = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
+    assert await queue.record_failure(lease, fatal, MarkDead(DeadReason.FATAL), retry_at, 3)
+    dead = await jobs.get(job.id)
+    assert (JobStatus.DEAD, None, 2) == (dead.status, dead.retry_after, dead.attempts)
+    attempts = await jobs.attempts(job.id)
+    assert [retry_at, None] == [a.next_retry_at for a in attempts]
+
+
+async def test_release_gives_the_attempt_back(store):
+    """Shutdown hands the job back due now, attempts as before the claim."""
+    jobs, queue = store
+    job = (await jobs.submit([new()]))[0]
+    (lease,) = await queue.claim("w", 1, NOW, 60)
+    assert await queue.release(lease, NOW + timedelta(seconds=1))
+    back = await jobs.get(job.id)
+    assert (JobStatus.PENDING, 0, None, None) == (
+        back.status,
+        back.attempts,
+        back.retry_after,
+        back.worker_id,
+    )
+    assert ["interrupted"] == [a.outcome for a in await jobs.attempts(job.id)]
