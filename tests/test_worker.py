@@ -215,3 +215,21 @@ async def test_many_jobs_drain(make_settings, web):
     assert 100 == len(created)
     assert all(web.count(f"/many/{i}") == 1 for i in range(100))
     await asyncio.sleep(0)
+
+
+async def test_slow_fetches_do_not_freeze_the_api(make_settings, web):
+    """While every slot waits on a slow server, the API still answers at once."""
+    settings = make_settings(worker_concurrency=4)
+    async with running_app(settings) as (_, client):
+        for i in range(4):
+            await submit(client, web.script(f"/slow/{i}", Reply(delay=2)))
+        await eventually(lambda: _all_hit(web, 4))
+        started = time.monotonic()
+        assert 200 == (await client.get("/stats")).status_code
+        assert 201 == (await client.post("/jobs", json={"url": web.url("/x")})).status_code
+        elapsed = time.monotonic() - started
+    assert elapsed < 0.5
+
+
+async def _all_hit(web, n: int) -> bool:
+    return sum(web.count(f"/slow/{i}") for i in range(n)) == n
