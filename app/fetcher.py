@@ -68,7 +68,11 @@ class Fetcher:
 
     async def _get(self, url: str) -> FetchResult | Failure:
         async with self.client.stream("GET", url) as response:
-            failure = classify_status(response.status_code, self.settings.transient_status_codes)
+            failure = classify_status(
+                response.status_code,
+                self.settings.transient_status_codes,
+                response.headers.get("retry-after"),
+            )
             if failure is not None:
                 return failure
             digest = hashlib.sha256()

@@ -46,12 +46,20 @@ def job_succeeded(job_id: str, attempt: int, max_attempts: int, result: FetchRes
 
 
 def job_failed(
-    job_id: str, attempt: int, max_attempts: int, failure: Failure, decision: Decision
+    job_id: str,
+    attempt: int,
+    max_attempts: int,
+    failure: Failure,
+    decision: Decision,
+    deferral: str = "",
 ) -> None:
+    """`deferral` ("3/20") is set when a rate-limited answer gave the attempt back."""
     if isinstance(decision, Reschedule):
         then = (
             f"will retry at {timestamp(decision.retry_at)} (in {seconds(decision.delay_seconds)})"
         )
+        if not failure.spends_attempt:
+            then += f", attempt not spent (deferral {deferral})"
     else:
         then = f"dead ({decision.reason})"
     failed = f"failed: {failure.label} ({failure.kind})"

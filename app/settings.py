@@ -87,6 +87,14 @@ class Settings(BaseSettings):
         description="HTTP statuses that are retried, e.g. 408,500-599.",
     )
 
+    # Rate limits
+    retry_after_max_seconds: float = Field(
+        3600.0, gt=0, description="Longest Retry-After honoured; longer requests are capped."
+    )
+    max_deferrals: int = Field(
+        20, ge=0, description="Rate-limited answers a job may get before it is dead (rate_limited)."
+    )
+
     # Fetching
     connect_timeout_seconds: float = Field(10.0, gt=0, description="TCP/TLS connect timeout.")
     read_timeout_seconds: float = Field(20.0, gt=0, description="Longest wait for one read.")

@@ -43,6 +43,7 @@ class DeadReason(StrEnum):
     FATAL = "fatal"
     RETRIES_EXHAUSTED = "retries_exhausted"
     LEASE_EXPIRED = "lease_expired"
+    RATE_LIMITED = "rate_limited"
 
 
 class AttemptOutcome(StrEnum):

@@ -159,11 +159,20 @@ class Worker:
                 events.job_succeeded(lease.id, lease.attempt, lease.max_attempts, outcome)
         else:
             decision = decide(
-                outcome, lease.attempt, lease.max_attempts, now, self.settings, self.rand
+                outcome,
+                lease.attempt,
+                lease.max_attempts,
+                lease.deferrals,
+                now,
+                self.settings,
+                self.rand,
             )
             recorded = await self.queue.record_failure(lease, outcome, decision, now, duration_ms)
             if recorded:
-                events.job_failed(lease.id, lease.attempt, lease.max_attempts, outcome, decision)
+                deferral = f"{lease.deferrals + 1}/{self.settings.max_deferrals}"
+                events.job_failed(
+                    lease.id, lease.attempt, lease.max_attempts, outcome, decision, deferral
+                )
         if not recorded:
             events.job_lease_lost(lease.id, lease.attempt, lease.max_attempts)
 

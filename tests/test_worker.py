@@ -233,3 +233,25 @@ async def test_slow_fetches_do_not_freeze_the_api(make_settings, web):
 
 async def _all_hit(web, n: int) -> bool:
     return sum(web.count(f"/slow/{i}") for i in range(n)) == n
+
+
+async def test_retry_after_is_honoured_without_spending_the_attempt(make_settings, web):
+    """A 429 with Retry-After: 1 is retried no sooner than 1 s later, as a deferral."""
+    url = web.script("/limited", Reply(429, headers={"Retry-After": "1"}), Reply(200))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+        done = await wait_for_status(client, job["id"], "succeeded")
+        assert ["rate_limited", "succeeded"] == await history(client, job["id"])
+    first, second = web.hits["/limited"]
+    assert second - first >= 0.95
+    assert (1, 1) == (done["attempts"], done["deferrals"])
+
+
+async def test_always_429_is_dead_after_max_deferrals_plus_one_hits(make_settings, web):
+    """A server that always answers 429 is asked max_deferrals + 1 times, then the job dies."""
+    url = web.script("/never", Reply(429))
+    async with running_app(make_settings(max_deferrals=2)) as (_, client):
+        job = await submit(client, url)
+        dead = await wait_for_status(client, job["id"], "dead")
+    assert ("rate_limited", 0, 2) == (dead["dead_reason"], dead["attempts"], dead["deferrals"])
+    assert 3 == web.count("/never")

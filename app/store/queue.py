@@ -38,6 +38,7 @@ class Lease:
     tenant: str
     attempt: int
     max_attempts: int
+    deferrals: int
     worker_id: str
     claimed_at: datetime
 
@@ -96,6 +97,7 @@ class Queue:
                 jobs.c.tenant,
                 jobs.c.attempts,
                 jobs.c.max_attempts,
+                jobs.c.deferrals,
             )
         )
         async with self.db.write() as conn:
@@ -115,7 +117,17 @@ class Queue:
                 ],
             )
         return [
-            Lease(r.id, r.url, r.domain, r.tenant, r.attempts, r.max_attempts, worker_id, now)
+            Lease(
+                r.id,
+                r.url,
+                r.domain,
+                r.tenant,
+                r.attempts,
+                r.max_attempts,
+                r.deferrals,
+                worker_id,
+                now,
+            )
             for r in rows
         ]
 
@@ -160,8 +172,12 @@ class Queue:
     ) -> bool:
         """Reschedule or kill the job after a failed attempt. False if the lease was lost."""
         values: dict[str, Any] = _last_error(failure, now)
+        if not failure.spends_attempt:
+            values["attempts"] = jobs.c.attempts - 1
         if isinstance(decision, Reschedule):
             values |= {"status": JobStatus.PENDING, "retry_after": decision.retry_at}
+            if not failure.spends_attempt:
+                values["deferrals"] = jobs.c.deferrals + 1
         else:
             values |= {"status": JobStatus.DEAD, "dead_reason": decision.reason, "finished_at": now}
         outcome = {

@@ -405,16 +405,15 @@ def settings(**overrides: object) -> Settings:
 
 FATAL_FAILURE = Failure(FATAL, "HTTPStatus", "HTTP 404", 404)
 TRANSIENT_FAILURE = Failure(TRANSIENT, "ReadTimeout", "timed out")
-RATE_LIMITED_FAILURE = Failure(RATE_LIMITED, "HTTPStatus", "HTTP 429", 429)
 
 
 @pytest.mark.parametrize("attempt", [1, 2, 4, 5])
 def test_fatal_is_dead_even_with_budget_left(attempt: int) -> None:
     """A fatal failure kills the job at any attempt, budget or not."""
-    assert MarkDead(DeadReason.FATAL) == decide(FATAL_FAILURE, attempt, 4, NOW, settings())
+    assert MarkDead(DeadReason.FATAL) == decide(FATAL_FAILURE, attempt, 4, 0, NOW, settings())
 
 
-@pytest.mark.parametrize("failure", [TRANSIENT_FAILURE, RATE_LIMITED_FAILURE])
+@pytest.mark.parametrize("failure", [TRANSIENT_FAILURE])
 @pytest.mark.parametrize(("attempt", "delay"), [(1, 30.0), (2, 60.0), (3, 120.0)])
 def test_retryable_with_budget_left_is_rescheduled(
     failure: Failure, attempt: int, delay: float
@@ -422,43 +421,35 @@ def test_retryable_with_budget_left_is_rescheduled(
     """A transient or rate-limited failure before the last attempt is retried after the delay."""
     expected = Reschedule(retry_at=NOW + timedelta(seconds=delay), delay_seconds=delay)
 
-    assert expected == decide(failure, attempt, 4, NOW, settings())
+    assert expected == decide(failure, attempt, 4, 0, NOW, settings())
 
 
-@pytest.mark.parametrize("failure", [TRANSIENT_FAILURE, RATE_LIMITED_FAILURE])
+@pytest.mark.parametrize("failure", [TRANSIENT_FAILURE])
 @pytest.mark.parametrize("attempt", [4, 5, 100])
 def test_retryable_on_the_last_attempt_is_exhausted(failure: Failure, attempt: int) -> None:
     """At (or past) max_attempts a retryable failure makes the job dead: budget spent."""
-    assert MarkDead(DeadReason.RETRIES_EXHAUSTED) == decide(failure, attempt, 4, NOW, settings())
+    assert MarkDead(DeadReason.RETRIES_EXHAUSTED) == decide(failure, attempt, 4, 0, NOW, settings())
 
 
 def test_single_attempt_budget_never_retries() -> None:
     """With max_attempts 1 the first transient failure is final."""
     expected = MarkDead(DeadReason.RETRIES_EXHAUSTED)
 
-    assert expected == decide(TRANSIENT_FAILURE, 1, 1, NOW, settings())
+    assert expected == decide(TRANSIENT_FAILURE, 1, 1, 0, NOW, settings())
 
 
 def test_max_attempts_comes_from_the_argument_not_settings() -> None:
     """The job's own budget counts, not Settings.max_attempts."""
     expected = MarkDead(DeadReason.RETRIES_EXHAUSTED)
 
-    assert expected == decide(TRANSIENT_FAILURE, 2, 2, NOW, settings(max_attempts=10))
-
-
-def test_rate_limited_spends_budget_like_transient() -> None:
-    """A 429 is decided exactly like a transient failure: same delay, same budget spent."""
-    for attempt in range(1, 6):
-        assert decide(TRANSIENT_FAILURE, attempt, 4, NOW, settings()) == decide(
-            RATE_LIMITED_FAILURE, attempt, 4, NOW, settings()
-        )
+    assert expected == decide(TRANSIENT_FAILURE, 2, 2, 0, NOW, settings(max_attempts=10))
 
 
 @pytest.mark.parametrize(("rand_value", "delay"), [(0.0, 24.0), (0.5, 30.0)])
 def test_decide_passes_rand_to_the_jitter(rand_value: float, delay: float) -> None:
     """The retry time uses the given random source and the settings' jitter."""
     decision = decide(
-        TRANSIENT_FAILURE, 1, 4, NOW, settings(backoff_jitter=0.2), rand=lambda: rand_value
+        TRANSIENT_FAILURE, 1, 4, 0, NOW, settings(backoff_jitter=0.2), rand=lambda: rand_value
     )
 
     assert Reschedule(NOW + timedelta(seconds=delay), delay) == decision
@@ -470,6 +461,7 @@ def test_decide_with_sub_second_settings() -> None:
         TRANSIENT_FAILURE,
         2,
         4,
+        0,
         NOW,
         settings(backoff_base_seconds=0.25, backoff_max_seconds=1.0),
         rand=mid,
