@@ -24,6 +24,8 @@ from typing import Any
 import asyncpg
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -51,6 +53,10 @@ class SQLiteBackend:
         event.listen(engine.sync_engine, "connect", _configure_sqlite)
         event.listen(engine.sync_engine, "begin", _begin_sqlite)
         return engine
+
+    def insert_missing(self, table: sa.Table) -> sa.Insert:
+        """INSERT that skips rows whose key exists (same syntax as PostgreSQL's, other class)."""
+        return sqlite_insert(table).on_conflict_do_nothing()
 
     async def notify(self, conn: AsyncConnection) -> None:
         """No cross-process signal: other processes poll."""
@@ -92,6 +98,10 @@ class PostgresBackend:
 
     def create_engine(self) -> AsyncEngine:
         return create_async_engine(self.url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+
+    def insert_missing(self, table: sa.Table) -> sa.Insert:
+        """INSERT that skips rows whose key exists."""
+        return pg_insert(table).on_conflict_do_nothing()
 
     async def notify(self, conn: AsyncConnection) -> None:
         # Delivered at commit, so listeners never wake before the job is visible.

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from app.states import JobStatus
 from app.store.database import Database
 from app.store.queue import attempts, jobs, status_is
-from app.store.tables import Attempt, Job
+from app.store.tables import Attempt, Domain, Job, Tenant
 
 
 class JobNotFound(LookupError):
@@ -107,6 +107,18 @@ class JobStore:
         rows = [self._row(new, now) for new in new_jobs]
         async with self.db.write() as conn:
             await conn.execute(sa.insert(jobs), rows)
+            insert_missing = self.db.backend.insert_missing
+            await conn.execute(
+                insert_missing(Domain.__table__),
+                [
+                    {"domain": d, "consecutive_failures": 0}
+                    for d in sorted({r["domain"] for r in rows})
+                ],
+            )
+            await conn.execute(
+                insert_missing(Tenant.__table__),
+                [{"tenant": t} for t in sorted({r["tenant"] for r in rows})],
+            )
             await self.db.backend.notify(conn)
         self.on_submit()
         return [_job(row) for row in rows]

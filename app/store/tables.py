@@ -146,3 +146,46 @@ class Attempt(SQLModel, table=True):
     next_retry_at: datetime | None = _ts()
 
     __table_args__ = (sa.Index("ix_attempts_job", "job_id", "id"),)
+
+
+class Domain(SQLModel, table=True):
+    """What every worker knows about a domain: whether it is paused, and when it was last hit.
+
+    A row exists for every domain that has jobs (inserted on submit).
+    """
+
+    __tablename__ = "domains"
+
+    domain: str = Field(primary_key=True, max_length=300)
+    paused_until: datetime | None = _ts()
+    pause_reason: str | None = None
+    consecutive_failures: int = 0
+    last_started_at: datetime | None = _ts()
+    updated_at: datetime | None = _ts()
+
+
+class Tenant(SQLModel, table=True):
+    """When each tenant was last served, for fair share across tenants at claim time."""
+
+    __tablename__ = "tenants"
+
+    tenant: str = Field(primary_key=True, max_length=100)
+    last_served_at: datetime | None = _ts()
+
+
+# Running jobs per domain, for the per-domain in-flight limit.
+sa.Index(
+    "ix_jobs_running_domain",
+    Job.__table__.c.domain,
+    postgresql_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
+    sqlite_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
+)
+# A tenant's due jobs in claim order, for fair share.
+sa.Index(
+    "ix_jobs_tenant_claim",
+    Job.__table__.c.tenant,
+    Job.__table__.c.priority.desc(),
+    Job.__table__.c.created_at,
+    postgresql_where=sa.text(f"status = '{JobStatus.PENDING}'"),
+    sqlite_where=sa.text(f"status = '{JobStatus.PENDING}'"),
+)
