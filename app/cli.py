@@ -1,4 +1,7 @@
-"""The `ingest` command: serve the API (with its worker), run workers alone, manage the schema."""
+"""The `ingest` command: serve the API (with its worker), run workers alone, manage the schema.
+
+The operators' commands (`ingest jobs ...`, `ingest stats`) are in `app.cli_jobs`.
+"""
 
 import asyncio
 import signal
@@ -9,28 +12,29 @@ from typing import Annotated
 import typer
 import uvicorn
 import yaml
-from pydantic import ValidationError
 
+from app import observability
+from app.cli_jobs import fail, jobs_cli, load_settings, stats
 from app.clock import utc_now
 from app.fetcher import Fetcher
 from app.main import create_app
+from app.metrics import Metrics
 from app.observability import configure_logging
 from app.settings import Settings
 from app.store.database import Database, upgrade_to_head
 from app.store.queue import Queue
 from app.worker import Worker
 
-cli = typer.Typer(help="ingest: fetch URLs reliably.", no_args_is_help=True)
+# No local variables in a crash report: they hold settings, database URLs and their passwords.
+cli = typer.Typer(
+    help="ingest: fetch URLs reliably.", no_args_is_help=True, pretty_exceptions_show_locals=False
+)
 db_cli = typer.Typer(help="Database schema.", no_args_is_help=True)
 cli.add_typer(db_cli, name="db")
 
 
 def _settings() -> Settings:
-    try:
-        return Settings()
-    except ValidationError as exc:
-        typer.echo(f"error: invalid settings: {exc}", err=True)
-        raise typer.Exit(2) from None
+    return load_settings()
 
 
 @cli.command()
@@ -40,7 +44,7 @@ def serve(
 ) -> None:
     """Run the HTTP API; applies migrations first and runs a worker unless disabled."""
     settings = _settings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     uvicorn.run(
         create_app(settings),
         host=host or settings.host,
@@ -51,22 +55,44 @@ def serve(
 
 
 @cli.command()
-def worker() -> None:
+def worker(
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="Serve GET /metrics here. Default: INGEST_METRICS_PORT."
+        ),
+    ] = None,
+) -> None:
     """Run one worker without the API (the schema must be migrated: `ingest db upgrade`)."""
     settings = _settings()
-    configure_logging(settings.log_level)
-    asyncio.run(_run_worker(settings))
+    configure_logging(settings.log_level, settings.log_format)
+    port = settings.metrics_port if metrics_port is None else metrics_port
+    metrics = Metrics()
+    # One scrape per process: this worker's counts are served by this process alone.
+    server = None
+    if port:
+        try:
+            server = metrics.serve(port, settings.host)
+        except OSError as exc:
+            fail(f"cannot serve metrics on {settings.host}:{port}: {exc}")
+    try:
+        asyncio.run(_run_worker(settings, metrics))
+    finally:
+        if server is not None:
+            server.close()
 
 
-async def _run_worker(settings: Settings) -> None:
+async def _run_worker(settings: Settings, metrics: Metrics) -> None:
     database = Database(settings.database_url)
     fetcher = Fetcher(settings)
-    worker = Worker(Queue(database), fetcher, settings, utc_now)
+    worker = Worker(Queue(database, settings), fetcher, settings, utc_now)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, worker.stop)
     try:
-        await worker.run()
+        await asyncio.create_task(
+            worker.run(), name="worker", context=observability.recording_into(metrics)
+        )
     finally:
         await fetcher.aclose()
         await database.dispose()
@@ -99,6 +125,10 @@ def openapi(
 def openapi_yaml() -> str:
     schema = create_app(Settings(worker_enabled=False)).openapi()
     return yaml.safe_dump(schema, sort_keys=False, allow_unicode=True)
+
+
+cli.add_typer(jobs_cli, name="jobs")
+cli.command("stats")(stats)
 
 
 def main() -> None:

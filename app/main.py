@@ -5,6 +5,7 @@ and tears it down in reverse. Nothing is created at import time.
 """
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,32 +14,48 @@ from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 import app as package
-from app.api import jobs, ops, problems
+from app import observability
+from app.api import content, dashboard, domains, jobs, metrics, ops, problems
 from app.clock import Clock, utc_now
 from app.fetcher import Fetcher
+from app.guard import Resolver, system_resolver
+from app.metrics import Metrics
 from app.settings import Settings
 from app.store.database import Database
+from app.store.domains import DomainStore
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.worker import Worker
 
+log = logging.getLogger("ingest.api")
 
-def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> FastAPI:
+
+def create_app(
+    settings: Settings | None = None,
+    clock: Clock = utc_now,
+    resolver: Resolver = system_resolver,
+) -> FastAPI:
+    """`clock` and `resolver` (the SSRF guard's DNS) are there for tests to replace."""
     settings = settings or Settings()
+    app_metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         database = Database(settings.database_url)
         await database.upgrade()
         app.state.settings = settings
+        if not settings.api_keys:
+            log.warning("INGEST_API_KEYS is empty: the API is open to anyone who can reach it")
         app.state.database = database
         app.state.jobs = JobStore(database, clock)
+        app.state.domains = DomainStore(database, clock)
         worker, task, fetcher = None, None, None
         if settings.worker_enabled:
-            fetcher = Fetcher(settings)
-            worker = Worker(Queue(database), fetcher, settings, clock)
+            fetcher = Fetcher(settings, resolver=resolver)
+            worker = Worker(Queue(database, settings), fetcher, settings, clock)
             app.state.jobs.on_submit = worker.notify
-            task = asyncio.create_task(worker.run(), name="worker")
+            recording = observability.recording_into(app_metrics)
+            task = asyncio.create_task(worker.run(), name="worker", context=recording)
         app.state.worker = worker
         try:
             yield
@@ -59,8 +76,12 @@ def create_app(settings: Settings | None = None, clock: Clock = utc_now) -> Fast
         generate_unique_id_function=_operation_id,
     )
     problems.install(app)
+    metrics.install(app, app_metrics)
     app.include_router(jobs.router)
+    app.include_router(content.router)
     app.include_router(ops.router)
+    app.include_router(domains.router)
+    app.include_router(dashboard.router)
     return app
 
 

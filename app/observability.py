@@ -1,27 +1,111 @@
-"""Logging: set-up, and the one line each job transition writes.
+"""Logs and metrics of the job transitions: one function per transition, called once.
 
-The lines read the state they report: "will retry at T" only when the job was rescheduled,
-and exactly one "dead (<reason>)" line, carrying the job id, per death.
+Each function writes the transition's log line and counts it. The lines read the state
+they report: "will retry at T" only when the job was rescheduled, and exactly one
+"dead (<reason>)" line, carrying the job id, per death.
+
+Two log formats (INGEST_LOG_FORMAT). `text`: `<time> <LEVEL> <logger>: <message>`.
+`json`: one object per line with the same message and, for a transition, every field of
+`JOB_FIELDS` (null where it does not apply), so log pipelines never parse sentences.
+
+Counts go to the `Metrics` of the app or `ingest worker` process the code runs in, found
+through a context variable: the worker's task is started in a context that holds them
+(`recording_into`), and each request runs in one (`app.api.metrics`). Code that runs
+outside any (the CLI, unit tests) counts nothing. So the worker calls one function per
+transition without every constructor carrying a metrics object, and two apps in one
+process never mix their counts.
+
+This module never issues SQL and decides nothing.
 """
 
+import contextvars
+import json
 import logging
-from datetime import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
 
 from app.fetcher import FetchResult
-from app.policy import Decision, Failure, Reschedule
+from app.metrics import Metrics
+from app.policy import Decision, Failure, MarkDead, Reschedule
+from app.scheduling import DomainPause
+from app.states import AttemptOutcome, DeadReason, JobStatus
+from app.store.queue import Lease, Reclaimed
 
 log = logging.getLogger("ingest.worker")
 
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        force=True,
+JOB_FIELDS = (
+    "event",
+    "job_id",
+    "tenant",
+    "domain",
+    "attempt",
+    "max_attempts",
+    "status",
+    "outcome",
+    "error_kind",
+    "error_type",
+    "http_status",
+    "next_retry_at",
+    "dead_reason",
+    "deferrals",
+    "duration_ms",
+)
+"""The keys of a job transition's JSON log line, besides time, level, logger and message."""
+
+_EVENT = "ingest_event"  # the LogRecord attribute that carries a transition's fields
+
+_metrics: contextvars.ContextVar[Metrics | None] = contextvars.ContextVar(
+    "ingest_metrics", default=None
+)
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
     )
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     # One line per request would drown the job events.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, the transition's fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": timestamp(datetime.fromtimestamp(record.created, UTC)),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update(getattr(record, _EVENT, {}))
+        if record.exc_info:
+            entry["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def recording_into(metrics: Metrics) -> contextvars.Context:
+    """A copy of the current context in which transitions count into `metrics`; start the
+    worker in it: `asyncio.create_task(worker.run(), context=recording_into(metrics))`."""
+    context = contextvars.copy_context()
+    context.run(_metrics.set, metrics)
+    return context
+
+
+@contextmanager
+def recording(metrics: Metrics) -> Iterator[None]:
+    """Transitions within the block count into `metrics`."""
+    token = _metrics.set(metrics)
+    try:
+        yield
+    finally:
+        _metrics.reset(token)
 
 
 def timestamp(moment: datetime) -> str:
@@ -32,59 +116,180 @@ def seconds(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".") + "s"
 
 
-def _attempt(job_id: str, attempt: int, max_attempts: int) -> str:
-    return f"job {job_id} attempt {attempt}/{max_attempts}"
+def _attempt(job: Lease | Reclaimed) -> str:
+    return f"job {job.id} attempt {job.attempt}/{job.max_attempts}"
 
 
-def job_succeeded(job_id: str, attempt: int, max_attempts: int, result: FetchResult) -> None:
+def _fields(event: str, job: Lease | Reclaimed, **values: Any) -> dict[str, Any]:
+    fields = dict.fromkeys(JOB_FIELDS)
+    fields |= {
+        "event": event,
+        "job_id": job.id,
+        "tenant": job.tenant,
+        "domain": job.domain,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+    }
+    if isinstance(job, Lease):
+        fields["deferrals"] = job.deferrals
+    fields.update(values)
+    return {_EVENT: fields}
+
+
+def _failure(failure: Failure) -> dict[str, Any]:
+    return {
+        "outcome": AttemptOutcome(failure.kind),
+        "error_kind": failure.kind,
+        "error_type": failure.type,
+        "http_status": failure.http_status,
+    }
+
+
+def jobs_submitted(count: int) -> None:
+    if (metrics := _metrics.get()) is not None:
+        metrics.submitted.inc(count)
+
+
+def job_started(lease: Lease) -> None:
+    """The claim made the job running (no log line: the outcome's line follows)."""
+    if (metrics := _metrics.get()) is not None and lease.due_at is not None:
+        lag = (lease.claimed_at - lease.due_at).total_seconds()
+        metrics.queue_lag.observe(max(lag, 0.0))
+
+
+def job_succeeded(lease: Lease, result: FetchResult, duration_ms: int) -> None:
+    fields = _fields(
+        "job.succeeded",
+        lease,
+        status=JobStatus.SUCCEEDED,
+        outcome=AttemptOutcome.SUCCEEDED,
+        http_status=result.http_status,
+        duration_ms=duration_ms,
+    )
     log.info(
         "%s succeeded: HTTP %d, %d bytes",
-        _attempt(job_id, attempt, max_attempts),
+        _attempt(lease),
         result.http_status,
         result.bytes,
+        extra=fields,
     )
+    if (metrics := _metrics.get()) is not None:
+        outcome = AttemptOutcome.SUCCEEDED
+        metrics.attempts.labels(outcome, "").inc()
+        metrics.fetch_duration.labels(outcome).observe(duration_ms / 1000)
+        metrics.finished.labels(JobStatus.SUCCEEDED, "").inc()
 
 
 def job_failed(
-    job_id: str,
-    attempt: int,
-    max_attempts: int,
+    lease: Lease,
     failure: Failure,
     decision: Decision,
+    duration_ms: int,
     deferral: str = "",
 ) -> None:
     """`deferral` ("3/20") is set when a rate-limited answer gave the attempt back."""
+    deferrals = lease.deferrals + (0 if failure.spends_attempt else 1)
     if isinstance(decision, Reschedule):
         then = (
             f"will retry at {timestamp(decision.retry_at)} (in {seconds(decision.delay_seconds)})"
         )
         if not failure.spends_attempt:
             then += f", attempt not spent (deferral {deferral})"
+        after = {"status": JobStatus.PENDING, "next_retry_at": timestamp(decision.retry_at)}
     else:
         then = f"dead ({decision.reason})"
+        after = {"status": JobStatus.DEAD, "dead_reason": decision.reason}
     failed = f"failed: {failure.label} ({failure.kind})"
-    line = f"{_attempt(job_id, attempt, max_attempts)} {failed}; {then}"
+    line = f"{_attempt(lease)} {failed}; {then}"
+    fields = _fields(
+        "job.failed",
+        lease,
+        **_failure(failure),
+        **after,
+        deferrals=deferrals,
+        duration_ms=duration_ms,
+    )
     if failure.unexpected is not None:
         # Not a known case: a bug, or a new failure to classify. The trace says which.
-        log.error("%s [unexpected %s]", line, failure.type, exc_info=failure.unexpected)
+        log.error(
+            "%s [unexpected %s]", line, failure.type, exc_info=failure.unexpected, extra=fields
+        )
     else:
-        log.info(line)
+        log.info("%s", line, extra=fields)
+    if (metrics := _metrics.get()) is not None:
+        outcome = AttemptOutcome(failure.kind)
+        metrics.attempts.labels(outcome, failure.type).inc()
+        metrics.fetch_duration.labels(outcome).observe(duration_ms / 1000)
+        if isinstance(decision, MarkDead):
+            metrics.finished.labels(JobStatus.DEAD, decision.reason).inc()
 
 
-def job_reclaimed(job_id: str, attempt: int, max_attempts: int, dead: bool) -> None:
-    then = "dead (lease_expired)" if dead else "will retry now"
-    log.warning("%s interrupted: lease expired; %s", _attempt(job_id, attempt, max_attempts), then)
+def job_reclaimed(job: Reclaimed) -> None:
+    """Another worker's lease expired and this worker took the job back."""
+    then = "dead (lease_expired)" if job.dead else "will retry now"
+    after: dict[str, Any] = {"status": JobStatus.PENDING}
+    if job.dead:
+        after = {"status": JobStatus.DEAD, "dead_reason": DeadReason.LEASE_EXPIRED}
+    fields = _fields(
+        "job.reclaimed",
+        job,
+        outcome=AttemptOutcome.INTERRUPTED,
+        error_kind="transient",
+        error_type="LeaseExpired",
+        **after,
+    )
+    log.warning("%s interrupted: lease expired; %s", _attempt(job), then, extra=fields)
+    if (metrics := _metrics.get()) is not None:
+        metrics.attempts.labels(AttemptOutcome.INTERRUPTED, "LeaseExpired").inc()
+        if job.dead:
+            metrics.finished.labels(JobStatus.DEAD, DeadReason.LEASE_EXPIRED).inc()
 
 
-def job_released(job_id: str, attempt: int, max_attempts: int) -> None:
+def job_released(lease: Lease) -> None:
+    fields = _fields(
+        "job.released", lease, status=JobStatus.PENDING, outcome=AttemptOutcome.INTERRUPTED
+    )
     log.info(
         "%s interrupted: worker shutting down; handed back, due now, attempt not spent",
-        _attempt(job_id, attempt, max_attempts),
+        _attempt(lease),
+        extra=fields,
     )
+    if (metrics := _metrics.get()) is not None:
+        metrics.attempts.labels(AttemptOutcome.INTERRUPTED, "").inc()
 
 
-def job_lease_lost(job_id: str, attempt: int, max_attempts: int) -> None:
+def job_lease_lost(lease: Lease, fetched: FetchResult | Failure, duration_ms: int) -> None:
+    """The fetch ended after another worker took the job back; its outcome is dropped.
+
+    The attempt was counted (interrupted) by whoever took the job back; the fetch is timed.
+    """
+    if isinstance(fetched, FetchResult):
+        outcome = {"outcome": AttemptOutcome.SUCCEEDED, "http_status": fetched.http_status}
+    else:
+        outcome = _failure(fetched)
+    fields = _fields("job.lease_lost", lease, **outcome, duration_ms=duration_ms)
     log.warning(
         "%s finished after its lease was taken back; outcome discarded",
-        _attempt(job_id, attempt, max_attempts),
+        _attempt(lease),
+        extra=fields,
     )
+    if (metrics := _metrics.get()) is not None:
+        metrics.fetch_duration.labels(outcome["outcome"]).observe(duration_ms / 1000)
+
+
+def domain_paused(domain: str, pause: DomainPause) -> None:
+    fields = {
+        "event": "domain.paused",
+        "domain": domain,
+        "paused_until": timestamp(pause.until),
+        "reason": pause.reason,
+    }
+    log.warning(
+        "domain %s paused until %s (%s)",
+        domain,
+        timestamp(pause.until),
+        pause.reason,
+        extra={_EVENT: fields},
+    )
+    if (metrics := _metrics.get()) is not None:
+        metrics.domain_pauses.inc()

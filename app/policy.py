@@ -22,6 +22,7 @@ Which failures are which (exception names are httpx's unless noted)::
     │   └── ProxyError                                                           fatal
     ├── httpx.TooManyRedirects, httpx.InvalidURL                                 fatal
     ├── app.fetcher.FetchTimeout (total deadline passed)                         transient
+    ├── app.fetcher's own refusals (BlockedDestination, BodyTooLarge, ...)       fatal
     └── anything else: a bug or a case to classify                 fatal, logged with its trace
 
 HTTP answers: 2xx succeed; 429, and 503 with a Retry-After header, are rate_limited; codes

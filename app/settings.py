@@ -4,7 +4,9 @@ Built once by the CLI or by `create_app` and passed down as a plain value; there
 module-level instance, so tests build their own.
 """
 
-from typing import Annotated
+import ipaddress
+import re
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -35,6 +37,68 @@ def parse_status_codes(value: str) -> frozenset[int]:
             raise ValueError(f"bad HTTP status range {part!r}")
         codes.update(range(first, last + 1))
     return frozenset(codes)
+
+
+def parse_ports(value: str) -> frozenset[int]:
+    """Parse `"80,443,1024-65535"` into the set of TCP ports it names."""
+    ports: set[int] = set()
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        first, last = int(low), int(high or low)
+        if not 1 <= first <= last <= 65535:
+            raise ValueError(f"bad port range {part!r}")
+        ports.update(range(first, last + 1))
+    return frozenset(ports)
+
+
+DEFAULT_CONTENT_TYPES = (
+    "text/html",
+    "application/xhtml+xml",
+    "text/plain",
+    "text/markdown",
+    "application/json",
+    "application/xml",
+    "text/xml",
+)
+
+# A host entry of INGEST_ALLOWED_HOSTS / INGEST_BLOCKED_HOSTS that is not an address or network.
+_HOST_PATTERN = re.compile(r"(\*\.)?[^\s*/:@\[\]]+")
+
+
+def _host_entries(value: object) -> object:
+    """Split and check `example.com, *.example.com, 10.1.2.3, 10.0.0.0/8`; lower-cased."""
+    entries = _split_names(value)
+    if not isinstance(entries, tuple):
+        return entries
+    checked = []
+    for entry in entries:
+        entry = entry.lower().rstrip(".")
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            if not _HOST_PATTERN.fullmatch(entry):
+                raise ValueError(f"{entry!r} is not a host, *.domain, address or network") from None
+        checked.append(entry)
+    return tuple(checked)
+
+
+def parse_api_keys(value: str) -> dict[str, str]:
+    """Parse `"key1:tenant-a,key2:*"` into {key: tenant}."""
+    keys: dict[str, str] = {}
+    for entry in value.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        key, sep, tenant = entry.rpartition(":")
+        if not sep or not key or not tenant:
+            raise ValueError("INGEST_API_KEYS entries are key:tenant")
+        if len(key) < 16:
+            raise ValueError("API keys must be at least 16 characters")
+        keys[key] = tenant
+    return keys
 
 
 def _split_names(value: object) -> object:
@@ -95,6 +159,20 @@ class Settings(BaseSettings):
         20, ge=0, description="Rate-limited answers a job may get before it is dead (rate_limited)."
     )
 
+    # Domains: politeness and pauses, shared by every worker
+    domain_max_in_flight: int = Field(
+        8, ge=1, description="Concurrent fetches per domain across all workers."
+    )
+    domain_min_interval_seconds: float = Field(
+        0.0, ge=0, description="Least time between two fetch starts on one domain."
+    )
+    domain_failure_threshold: int = Field(
+        3,
+        ge=1,
+        description="Consecutive timeouts, connect errors or 5xx that pause a domain "
+        "(429 and 503 pause it at once).",
+    )
+
     # Fetching
     connect_timeout_seconds: float = Field(10.0, gt=0, description="TCP/TLS connect timeout.")
     read_timeout_seconds: float = Field(20.0, gt=0, description="Longest wait for one read.")
@@ -107,18 +185,85 @@ class Settings(BaseSettings):
     )
     user_agent: str = Field("ingest/0.1", description="User-Agent header of every fetch.")
 
-    # Logs
+    # Safe fetching: the SSRF guard (app/guard.py) and what is kept of a fetched body
+    allow_private_networks: bool = Field(
+        False,
+        description="Let fetches reach loopback, private, link-local and every other "
+        "non-public address (turns the guard's address check off; for local use and tests).",
+    )
+    allowed_ports: Annotated[frozenset[int], NoDecode] = Field(
+        parse_ports("80,443,1024-65535"),
+        description="Ports a fetch may connect to: ports and ranges, e.g. 80,443,1024-65535.",
+    )
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Comma-separated hosts (intranet.example, *.corp.example), addresses or "
+        "networks (10.1.2.3, 10.0.0.0/8) that may be fetched although their address is private.",
+    )
+    blocked_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Comma-separated hosts, addresses or networks never fetched, public or not.",
+    )
+    allowed_content_types: Annotated[tuple[str, ...], NoDecode] = Field(
+        DEFAULT_CONTENT_TYPES,
+        description="Comma-separated media types kept (type/* for a whole type); any other "
+        "makes the job dead (UnsupportedContentType).",
+    )
+    retention_days: float = Field(
+        30.0,
+        ge=0,
+        description="Days a succeeded job's stored content is kept; 0 keeps it forever.",
+    )
+
+    # Tenants
+    api_keys: Annotated[dict[str, str], NoDecode] = Field(
+        {},
+        description="key:tenant,... (tenant * is an admin key). Empty: open, no auth.",
+    )
+
+    # Logs and metrics
     log_level: str = Field("INFO", description="Python logging level name.")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text: one sentence per line; json: one JSON object per line."
+    )
+    metrics_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="Port on which `ingest worker` serves GET /metrics (0: none); "
+        "`ingest serve` serves /metrics on its own port.",
+    )
 
     @field_validator("transient_errors", mode="before")
     @classmethod
     def _names(cls, value: object) -> object:
         return _split_names(value)
 
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _keys(cls, value: object) -> object:
+        return parse_api_keys(value) if isinstance(value, str) else value
+
     @field_validator("transient_status_codes", mode="before")
     @classmethod
     def _codes(cls, value: object) -> object:
         return parse_status_codes(value) if isinstance(value, str) else value
+
+    @field_validator("allowed_ports", mode="before")
+    @classmethod
+    def _ports(cls, value: object) -> object:
+        return parse_ports(value) if isinstance(value, str) else value
+
+    @field_validator("allowed_hosts", "blocked_hosts", mode="before")
+    @classmethod
+    def _hosts(cls, value: object) -> object:
+        return _host_entries(value)
+
+    @field_validator("allowed_content_types", mode="before")
+    @classmethod
+    def _content_types(cls, value: object) -> object:
+        value = _split_names(value)
+        return tuple(name.lower() for name in value) if isinstance(value, tuple) else value
 
     @model_validator(mode="after")
     def _consistent(self) -> "Settings":

@@ -19,10 +19,14 @@ from datetime import datetime, timedelta
 from app import observability as events
 from app.fetcher import Fetcher, FetchResult
 from app.policy import decide
+from app.scheduling import domain_pause
 from app.settings import Settings
 from app.store.queue import Lease, Queue
 
 log = logging.getLogger("ingest.worker")
+
+PRUNE_INTERVAL_SECONDS = 300.0
+"""How often a worker deletes stored content past INGEST_RETENTION_DAYS."""
 
 
 def new_worker_id() -> str:
@@ -48,6 +52,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._inflight: dict[asyncio.Task[None], Lease] = {}
         self._last_reclaim = float("-inf")
+        self._last_prune = time.monotonic()
 
     def notify(self) -> None:
         """Something may be due now (a job was submitted, a slot freed): look again."""
@@ -75,6 +80,7 @@ class Worker:
             free = self.settings.worker_concurrency - len(self._inflight)
             try:
                 await self._reclaim_expired()
+                await self._prune_contents()
                 leases = await self._claim(free) if free > 0 else []
                 # Slots left empty: sleep until the next retry is due; none free: until one is.
                 timeout = await self._idle_timeout() if len(leases) < free else self._max_wait
@@ -88,11 +94,14 @@ class Worker:
                 await self._wait(delay)
                 continue
             for lease in leases:
+                events.job_started(lease)
                 task = asyncio.create_task(self._process(lease), name=f"job {lease.id}")
                 self._inflight[task] = lease
                 task.add_done_callback(self._finished)
-            if free > 0 and len(leases) == free:
-                continue  # every free slot was filled: more may be due
+            if leases:
+                # More may be due: the claim skips domains at their limits, so a short batch
+                # does not mean nothing else is waiting.
+                continue
             await self._wait(timeout)
 
     async def _claim(self, free: int) -> list[Lease]:
@@ -103,7 +112,17 @@ class Worker:
             return
         self._last_reclaim = time.monotonic()
         for job in await self.queue.reclaim_expired(self.clock()):
-            events.job_reclaimed(job.id, job.attempt, job.max_attempts, job.dead)
+            events.job_reclaimed(job)
+
+    async def _prune_contents(self) -> None:
+        """Retention: now and then, delete stored content older than INGEST_RETENTION_DAYS."""
+        days = self.settings.retention_days
+        if not days or time.monotonic() - self._last_prune < PRUNE_INTERVAL_SECONDS:
+            return
+        self._last_prune = time.monotonic()
+        deleted = await self.queue.prune_contents(self.clock() - timedelta(days=days))
+        if deleted:
+            log.info("worker %s: deleted the stored content of %d jobs", self.id, deleted)
 
     @property
     def _reclaim_interval(self) -> float:
@@ -116,7 +135,7 @@ class Worker:
     async def _idle_timeout(self) -> float:
         """How long the loop may wait: until the next retry is due, at most one poll."""
         timeout = self._max_wait
-        next_due = await self.queue.next_due_at()
+        next_due = await self.queue.next_due_at(self.clock())
         if next_due is not None:
             timeout = min(timeout, (next_due - self.clock()).total_seconds())
         return max(timeout, 0.001)
@@ -156,7 +175,7 @@ class Worker:
         if isinstance(outcome, FetchResult):
             recorded = await self.queue.record_success(lease, outcome, now, duration_ms)
             if recorded:
-                events.job_succeeded(lease.id, lease.attempt, lease.max_attempts, outcome)
+                events.job_succeeded(lease, outcome, duration_ms)
         else:
             decision = decide(
                 outcome,
@@ -167,18 +186,25 @@ class Worker:
                 self.settings,
                 self.rand,
             )
-            recorded = await self.queue.record_failure(lease, outcome, decision, now, duration_ms)
+            recorded, pause = await self.queue.record_failure(
+                lease,
+                outcome,
+                decision,
+                now,
+                duration_ms,
+                lambda failures: domain_pause(outcome, failures, now, self.settings, self.rand),
+            )
+            if pause is not None:
+                events.domain_paused(lease.domain, pause)
             if recorded:
                 deferral = f"{lease.deferrals + 1}/{self.settings.max_deferrals}"
-                events.job_failed(
-                    lease.id, lease.attempt, lease.max_attempts, outcome, decision, deferral
-                )
+                events.job_failed(lease, outcome, decision, duration_ms, deferral)
         if not recorded:
-            events.job_lease_lost(lease.id, lease.attempt, lease.max_attempts)
+            events.job_lease_lost(lease, outcome, duration_ms)
 
     async def _release(self, lease: Lease) -> None:
         if await self.queue.release(lease, self.clock()):
-            events.job_released(lease.id, lease.attempt, lease.max_attempts)
+            events.job_released(lease)
 
     async def _heartbeat(self) -> None:
         interval = self.settings.lease_seconds / 3

@@ -106,6 +106,7 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
             "lease_seconds": 5.0,
             "shutdown_grace_seconds": 1.0,
             "worker_concurrency": 8,
+            "allow_private_networks": True,  # the test servers are on 127.0.0.1
         }
         values.update(overrides)
         return Settings(_env_file=None, **values)

@@ -25,7 +25,7 @@ async def app_client(make_settings):
 
 async def kill(app, job_id: str) -> None:
     """Run the job's attempt by hand and record a fatal failure: the job is dead."""
-    queue = Queue(app.state.database)
+    queue = Queue(app.state.database, app.state.settings)
     now = datetime.now(UTC)
     leases = await queue.claim("t", 100, now, 60)
     (lease,) = [lease for lease in leases if lease.id == job_id]
@@ -223,7 +223,7 @@ async def test_retry_running_is_409(app_client):
     """Running jobs cannot be retried."""
     app, client = app_client
     job = (await post_job(client)).json()
-    await Queue(app.state.database).claim("w", 1, datetime.now(UTC), 60)
+    await Queue(app.state.database, app.state.settings).claim("w", 1, datetime.now(UTC), 60)
     response = await client.post(f"/jobs/{job['id']}/retry")
     assert 409 == response.status_code
     assert "is running" in response.json()["detail"]

@@ -14,7 +14,12 @@ from tests.webserver import Reply
 @contextmanager
 def worker_process(database_url: str, **settings: object) -> Iterator[subprocess.Popen]:
     """`ingest worker` in its own process, configured through INGEST_* variables."""
-    env = {**os.environ, "INGEST_DATABASE_URL": database_url, "INGEST_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "INGEST_DATABASE_URL": database_url,
+        "INGEST_LOG_LEVEL": "WARNING",
+        "INGEST_ALLOW_PRIVATE_NETWORKS": "true",  # the test servers are on 127.0.0.1
+    }
     env |= {f"INGEST_{name.upper()}": str(value) for name, value in settings.items()}
     process = subprocess.Popen([sys.executable, "-m", "app", "worker"], env=env)
     try:

@@ -31,7 +31,7 @@ class FlakyQueue:
             raise ConnectionRefusedError("database unreachable")
         return []
 
-    async def next_due_at(self):
+    async def next_due_at(self, now):
         return None
 
     async def extend_leases(self, worker_id, job_ids, until):

@@ -6,6 +6,7 @@ from fastapi import Depends, Request
 
 from app.settings import Settings
 from app.store.database import Database
+from app.store.domains import DomainStore
 from app.store.jobs import JobStore
 
 
@@ -21,6 +22,11 @@ def _database(request: Request) -> Database:
     return request.app.state.database
 
 
+def _domains(request: Request) -> DomainStore:
+    return request.app.state.domains
+
+
 JobsDep = Annotated[JobStore, Depends(_jobs)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 DatabaseDep = Annotated[Database, Depends(_database)]
+DomainsDep = Annotated[DomainStore, Depends(_domains)]

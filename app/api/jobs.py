@@ -3,9 +3,11 @@
 import hashlib
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 
+from app import observability as events
+from app.api.auth import Caller, CallerDep
 from app.api.deps import JobsDep, SettingsDep
 from app.api.problems import responses
 from app.api.schemas import (
@@ -18,12 +20,13 @@ from app.api.schemas import (
     JobPage,
     Requeued,
 )
+from app.guard import BlockedDestination, Destinations
 from app.settings import Settings
 from app.states import JobStatus
 from app.store.jobs import NewJob
 from app.urls import job_domain
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], responses=responses(401))
 
 DEFAULT_TENANT = "default"
 
@@ -44,14 +47,18 @@ StatusFilter = Annotated[
 ]
 
 
-def _new_job(body: JobIn, settings: Settings, idempotency_key: str | None = None) -> NewJob:
+def _new_job(
+    body: JobIn, caller: Caller, settings: Settings, idempotency_key: str | None = None
+) -> NewJob:
+    if caller.tenant is not None and body.tenant not in (None, caller.tenant):
+        raise HTTPException(403, f"this API key submits for tenant {caller.tenant!r} only")
     fingerprint = None
     if idempotency_key is not None:
         fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     return NewJob(
         url=body.url,
         domain=job_domain(body.url),
-        tenant=body.tenant or DEFAULT_TENANT,
+        tenant=caller.tenant or body.tenant or DEFAULT_TENANT,
         max_attempts=body.max_attempts or settings.max_attempts,
         priority=body.priority,
         not_before=body.not_before,
@@ -60,6 +67,21 @@ def _new_job(body: JobIn, settings: Settings, idempotency_key: str | None = None
         idempotency_key=idempotency_key,
         fingerprint=fingerprint,
     )
+
+
+def _refuse_blocked(urls: dict[tuple[str | int, ...], str], settings: Settings) -> None:
+    """422 for URLs the SSRF guard refuses on sight: a blocked literal address, a port not
+    allowed, a blocked host, userinfo. Names that resolve to blocked addresses are refused
+    when fetched (the job dies with BlockedDestination)."""
+    destinations = Destinations.from_settings(settings)
+    errors = []
+    for loc, url in urls.items():
+        try:
+            destinations.check_url(url)
+        except BlockedDestination as exc:
+            errors.append({"type": "value_error", "loc": loc, "input": url, "msg": str(exc)})
+    if errors:
+        raise RequestValidationError(errors)
 
 
 def _statuses(raw: str | None) -> list[JobStatus]:
@@ -88,7 +110,7 @@ def _statuses(raw: str | None) -> list[JobStatus]:
     status_code=status.HTTP_201_CREATED,
     responses={
         200: {"model": JobOut, "description": "Same Idempotency-Key again: the first job"},
-        **responses(409),
+        **responses(403, 409),
     },
 )
 async def submit_job(
@@ -96,30 +118,41 @@ async def submit_job(
     response: Response,
     jobs: JobsDep,
     settings: SettingsDep,
+    caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     """Queue a URL to fetch."""
-    new = _new_job(body, settings, idempotency_key)
+    _refuse_blocked({("body", "url"): body.url}, settings)
+    new = _new_job(body, caller, settings, idempotency_key)
     if idempotency_key is None:
         job, created = (await jobs.submit([new]))[0], True
     else:
         job, created = await jobs.submit_once(new)
     response.headers["Location"] = f"/jobs/{job.id}"
-    if not created:
+    if created:
+        events.jobs_submitted(1)
+    else:
         response.status_code = status.HTTP_200_OK
     return JobOut.of(job)
 
 
 @router.post("/batch", name="submit_batch", status_code=status.HTTP_201_CREATED)
-async def submit_batch(body: BatchIn, jobs: JobsDep, settings: SettingsDep) -> JobList:
+async def submit_batch(
+    body: BatchIn, jobs: JobsDep, settings: SettingsDep, caller: CallerDep
+) -> JobList:
     """Queue 1 to 1,000 URLs at once, all or nothing."""
-    created = await jobs.submit([_new_job(item, settings) for item in body.jobs])
+    _refuse_blocked(
+        {("body", "jobs", i, "url"): job.url for i, job in enumerate(body.jobs)}, settings
+    )
+    created = await jobs.submit([_new_job(item, caller, settings) for item in body.jobs])
+    events.jobs_submitted(len(created))
     return JobList(items=[JobOut.of(job) for job in created])
 
 
 @router.get("", name="list_jobs", responses=responses(400))
 async def list_jobs(
     jobs: JobsDep,
+    caller: CallerDep,
     status_filter: StatusFilter = None,
     domain: Annotated[str | None, Query(max_length=300)] = None,
     tenant: Annotated[str | None, Query(max_length=100)] = None,
@@ -127,6 +160,8 @@ async def list_jobs(
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> JobPage:
     """Jobs, newest first, filtered; `GET /jobs?status=dead` lists the dead."""
+    if caller.tenant is not None:
+        tenant = caller.tenant
     page = await jobs.list(_statuses(status_filter), domain, tenant, limit, cursor)
     return JobPage(items=[JobOut.of(job) for job in page.items], next_cursor=page.next_cursor)
 
@@ -134,6 +169,7 @@ async def list_jobs(
 @router.post("/retry", name="retry_jobs")
 async def retry_jobs(
     jobs: JobsDep,
+    caller: CallerDep,
     status_filter: StatusFilter = "dead",
     domain: Annotated[str | None, Query(max_length=300)] = None,
 ) -> Requeued:
@@ -150,27 +186,28 @@ async def retry_jobs(
                 }
             ]
         )
-    return Requeued(requeued=await jobs.retry_all(statuses, domain))
+    return Requeued(requeued=await jobs.retry_all(statuses, domain, caller.tenant))
 
 
 @router.get("/{job_id}", name="get_job", responses=responses(404))
-async def get_job(job_id: str, jobs: JobsDep) -> JobOut:
-    return JobOut.of(await jobs.get(job_id))
+async def get_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
+    return JobOut.of(await jobs.get(job_id, caller.tenant))
 
 
 @router.get("/{job_id}/attempts", name="list_attempts", responses=responses(404))
-async def list_attempts(job_id: str, jobs: JobsDep) -> AttemptList:
+async def list_attempts(job_id: str, jobs: JobsDep, caller: CallerDep) -> AttemptList:
     """The job's history: one entry per attempt, oldest first."""
-    return AttemptList(items=[AttemptOut.of(a) for a in await jobs.attempts(job_id)])
+    history = await jobs.attempts(job_id, caller.tenant)
+    return AttemptList(items=[AttemptOut.of(a) for a in history])
 
 
 @router.post("/{job_id}/retry", name="retry_job", responses=responses(404, 409))
-async def retry_job(job_id: str, jobs: JobsDep) -> JobOut:
+async def retry_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
     """Dead or cancelled: pending with a fresh budget. Pending: due now. Otherwise 409."""
-    return JobOut.of(await jobs.retry(job_id))
+    return JobOut.of(await jobs.retry(job_id, caller.tenant))
 
 
 @router.post("/{job_id}/cancel", name="cancel_job", responses=responses(404, 409))
-async def cancel_job(job_id: str, jobs: JobsDep) -> JobOut:
+async def cancel_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
     """Pending: cancelled. Otherwise 409."""
-    return JobOut.of(await jobs.cancel(job_id))
+    return JobOut.of(await jobs.cancel(job_id, caller.tenant))

@@ -5,6 +5,7 @@ import logging
 
 from fastapi import APIRouter, HTTPException
 
+from app.api.auth import CallerDep
 from app.api.deps import DatabaseDep, JobsDep
 from app.api.problems import responses
 from app.api.schemas import Health, StatsOut, StatusCounts
@@ -16,9 +17,9 @@ READY_TIMEOUT_SECONDS = 2.0
 
 
 @router.get("/stats", name="get_stats")
-async def get_stats(jobs: JobsDep) -> StatsOut:
-    """Jobs per status and the age of the oldest pending job."""
-    stats = await jobs.stats()
+async def get_stats(jobs: JobsDep, caller: CallerDep) -> StatsOut:
+    """Jobs per status and the age of the oldest pending job (of the caller's tenant)."""
+    stats = await jobs.stats(caller.tenant)
     return StatsOut(
         counts=StatusCounts(**stats.counts),
         oldest_pending_age_seconds=stats.oldest_pending_age_seconds,

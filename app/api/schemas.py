@@ -54,6 +54,7 @@ class ResultOut(BaseModel):
     bytes: int | None
     sha256: str | None
     title: str | None
+    text_length: int | None = Field(description="Characters of the extracted main text.")
 
 
 class JobOut(BaseModel):
@@ -97,6 +98,7 @@ class JobOut(BaseModel):
                 bytes=job.result_bytes,
                 sha256=job.result_sha256,
                 title=job.result_title,
+                text_length=job.result_text_length,
             )
         return cls(
             id=job.id,

@@ -111,7 +111,7 @@ class JobStore:
             await conn.execute(
                 insert_missing(Domain.__table__),
                 [
-                    {"domain": d, "consecutive_failures": 0}
+                    {"domain": d, "consecutive_failures": 0, "in_flight": 0}
                     for d in sorted({r["domain"] for r in rows})
                 ],
             )
@@ -170,15 +170,19 @@ class JobStore:
             "updated_at": now,
         }
 
-    async def get(self, job_id: str) -> Job:
+    async def get(self, job_id: str, tenant: str | None = None) -> Job:
+        """The job; JobNotFound if there is none, or it belongs to another than `tenant`."""
+        stmt = sa.select(jobs).where(jobs.c.id == job_id)
+        if tenant is not None:
+            stmt = stmt.where(jobs.c.tenant == tenant)
         async with self.db.read() as conn:
-            row = (await conn.execute(sa.select(jobs).where(jobs.c.id == job_id))).first()
+            row = (await conn.execute(stmt)).first()
         if row is None:
             raise JobNotFound(job_id)
         return _job(row._mapping)
 
-    async def attempts(self, job_id: str) -> list[Attempt]:
-        await self.get(job_id)
+    async def attempts(self, job_id: str, tenant: str | None = None) -> list[Attempt]:
+        await self.get(job_id, tenant)
         stmt = sa.select(attempts).where(attempts.c.job_id == job_id).order_by(attempts.c.id)
         async with self.db.read() as conn:
             return [Attempt(**row._mapping) for row in await conn.execute(stmt)]
@@ -208,9 +212,22 @@ class JobStore:
         items = items[:limit]
         return Page(items, encode_cursor(items[-1]) if more else None)
 
-    async def retry(self, job_id: str) -> Job:
+    async def waiting(self, domain: str | None = None, limit: int = 50) -> "list[Job]":
+        """Pending jobs held back by a `retry_after`, the soonest due first."""
+        stmt = (
+            sa.select(jobs)
+            .where(status_is(JobStatus.PENDING), jobs.c.retry_after.is_not(None))
+            .order_by(jobs.c.retry_after, jobs.c.id)
+            .limit(limit)
+        )
+        if domain:
+            stmt = stmt.where(jobs.c.domain == domain.lower())
+        async with self.db.read() as conn:
+            return [_job(row._mapping) for row in await conn.execute(stmt)]
+
+    async def retry(self, job_id: str, tenant: str | None = None) -> Job:
         """Dead or cancelled: pending with a fresh budget. Pending: due now."""
-        job = await self.get(job_id)
+        job = await self.get(job_id, tenant)
         now = self.clock()
         if job.status in (JobStatus.DEAD, JobStatus.CANCELLED):
             values: dict[str, Any] = _fresh_budget(now)
@@ -226,13 +243,20 @@ class JobStore:
         self.on_submit()
         return await self.get(job_id)
 
-    async def retry_all(self, statuses: Sequence[JobStatus], domain: str | None = None) -> int:
+    async def retry_all(
+        self,
+        statuses: Sequence[JobStatus],
+        domain: str | None = None,
+        tenant: str | None = None,
+    ) -> int:
         """Requeue every dead or cancelled job (optionally of one domain) with a fresh budget."""
         if not statuses or not set(statuses) <= {JobStatus.DEAD, JobStatus.CANCELLED}:
             raise ValueError("only dead and cancelled jobs can be requeued in bulk")
         stmt = sa.update(jobs).where(jobs.c.status.in_([s.value for s in statuses]))
         if domain:
             stmt = stmt.where(jobs.c.domain == domain.lower())
+        if tenant is not None:
+            stmt = stmt.where(jobs.c.tenant == tenant)
         async with self.db.write() as conn:
             count = (await conn.execute(stmt.values(**_fresh_budget(self.clock())))).rowcount
             if count:
@@ -241,8 +265,8 @@ class JobStore:
             self.on_submit()
         return count
 
-    async def cancel(self, job_id: str) -> Job:
-        job = await self.get(job_id)
+    async def cancel(self, job_id: str, tenant: str | None = None) -> Job:
+        job = await self.get(job_id, tenant)
         if job.status != JobStatus.PENDING:
             raise StateConflict(job_id, job.status, "cancel")
         now = self.clock()
@@ -256,10 +280,13 @@ class JobStore:
                 raise StateConflict(job_id, "no longer pending", "cancel")
         return await self.get(job_id)
 
-    async def stats(self) -> Stats:
+    async def stats(self, tenant: str | None = None) -> Stats:
         counts = {status.value: 0 for status in JobStatus}
         by_status = sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status)
         oldest = sa.select(sa.func.min(jobs.c.created_at)).where(status_is(JobStatus.PENDING))
+        if tenant is not None:
+            by_status = by_status.where(jobs.c.tenant == tenant)
+            oldest = oldest.where(jobs.c.tenant == tenant)
         async with self.db.read() as conn:
             for status, count in await conn.execute(by_status):
                 counts[status] = count

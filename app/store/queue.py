@@ -5,8 +5,9 @@ id and the attempt number as a fencing token), so a stale worker's late write ch
 nothing. The worker issues no SQL of its own; it is all here.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,18 +15,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.fetcher import FetchResult
 from app.policy import Failure, MarkDead, Reschedule
+from app.scheduling import DomainPause, counts_against_domain
+from app.settings import Settings
 from app.states import AttemptOutcome, DeadReason, ErrorKind, JobStatus
+from app.store.claim import (
+    attempts,
+    claim_rows,
+    domains,
+    find_candidates,
+    jobs,
+    status_is,
+)
+from app.store.contents import ContentStore
+from app.store.contents import save as save_content
 from app.store.database import Database
-from app.store.tables import Attempt, Job
-
-jobs = Job.__table__
-attempts = Attempt.__table__
-
-
-def status_is(status: JobStatus) -> sa.ColumnElement[bool]:
-    """`status = '<literal>'`: a literal, not a bound parameter, so both databases match
-    the query to the partial indexes declared on that very predicate."""
-    return jobs.c.status == sa.literal_column(f"'{status}'")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class Lease:
     deferrals: int
     worker_id: str
     claimed_at: datetime
+    due_at: datetime | None = None
+    """When the job became claimable, for the queue-lag metric; None if the claim did not say."""
 
 
 @dataclass(frozen=True)
@@ -51,71 +56,30 @@ class Reclaimed:
     attempt: int
     max_attempts: int
     dead: bool
+    tenant: str = ""
+    domain: str = ""
 
 
 class Queue:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, settings: Settings) -> None:
         self.db = database
+        self.settings = settings
 
     async def claim(
         self, worker_id: str, limit: int, now: datetime, lease_seconds: float
     ) -> list[Lease]:
         """Atomically take up to `limit` due jobs: running, attempt counted, leased to us.
 
-        Order: priority (higher first), then oldest first.
+        The rules (priority, tenants in turn, oldest first, domain limits) are in
+        `app.store.claim`.
         """
-        due = (
-            sa.select(jobs.c.id)
-            .where(
-                status_is(JobStatus.PENDING),
-                sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now),
-            )
-            .order_by(jobs.c.priority.desc(), jobs.c.created_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-            .cte("due")
-            # Evaluated once: as `id IN (subquery)` PostgreSQL may re-run the LIMIT subquery
-            # and, skipping rows it has just locked, claim more than `limit`.
-            .prefix_with("MATERIALIZED")
-        )
-        claim = (
-            sa.update(jobs)
-            .where(jobs.c.id == due.c.id, status_is(JobStatus.PENDING))
-            .values(
-                status=JobStatus.RUNNING,
-                attempts=jobs.c.attempts + 1,
-                lease_expires_at=now + timedelta(seconds=lease_seconds),
-                worker_id=worker_id,
-                retry_after=None,
-                started_at=now,
-                updated_at=now,
-            )
-            .returning(
-                jobs.c.id,
-                jobs.c.url,
-                jobs.c.domain,
-                jobs.c.tenant,
-                jobs.c.attempts,
-                jobs.c.max_attempts,
-                jobs.c.deferrals,
-            )
-        )
-        async with self.db.write() as conn:
-            rows = (await conn.execute(claim)).all()
-            if not rows:
+        # Look before taking the write lock: an idle worker polling with write transactions
+        # would starve the writers of other processes on SQLite.
+        async with self.db.read() as conn:
+            if not (await find_candidates(conn, limit, now, self.settings))[1]:
                 return []
-            await conn.execute(
-                sa.insert(attempts),
-                [
-                    {
-                        "job_id": r.id,
-                        "number": r.attempts,
-                        "worker_id": worker_id,
-                        "started_at": now,
-                    }
-                    for r in rows
-                ],
-            )
+        async with self.db.write() as conn:
+            rows = await claim_rows(conn, worker_id, limit, now, lease_seconds, self.settings)
         return [
             Lease(
                 r.id,
@@ -127,8 +91,9 @@ class Queue:
                 r.deferrals,
                 worker_id,
                 now,
+                due_since,
             )
-            for r in rows
+            for r, due_since in rows
         ]
 
     async def extend_leases(self, worker_id: str, job_ids: list[str], until: datetime) -> int:
@@ -157,10 +122,17 @@ class Queue:
             "result_bytes": result.bytes,
             "result_sha256": result.sha256,
             "result_title": result.title,
+            "result_text_length": result.text_length,
             "finished_at": now,
         }
         outcome = {"outcome": AttemptOutcome.SUCCEEDED, "http_status": result.http_status}
-        return await self._finish(lease, values, outcome, now, duration_ms)
+        domain = {"consecutive_failures": 0}
+        async with self.db.write() as conn:
+            failures = await self._finish_in(conn, lease, values, outcome, domain, now, duration_ms)
+            if failures is None:
+                return False
+            await save_content(conn, lease.id, result, now)  # the body and text, same transaction
+        return True
 
     async def record_failure(
         self,
@@ -169,8 +141,13 @@ class Queue:
         decision: Reschedule | MarkDead,
         now: datetime,
         duration_ms: int,
-    ) -> bool:
-        """Reschedule or kill the job after a failed attempt. False if the lease was lost."""
+        pause_for: Callable[[int], DomainPause | None] = lambda _: None,
+    ) -> tuple[bool, DomainPause | None]:
+        """Reschedule or kill the job after a failed attempt, and maybe pause its domain.
+
+        `pause_for(consecutive_failures)` says whether the domain now pauses. Returns whether
+        the outcome was recorded (False if the lease was lost) and the pause, if one began.
+        """
         values: dict[str, Any] = _last_error(failure, now)
         if not failure.spends_attempt:
             values["attempts"] = jobs.c.attempts - 1
@@ -187,23 +164,65 @@ class Queue:
             "http_status": failure.http_status,
             "next_retry_at": decision.retry_at if isinstance(decision, Reschedule) else None,
         }
-        return await self._finish(lease, values, outcome, now, duration_ms)
+        if counts_against_domain(failure):
+            domain: dict[str, Any] = {"consecutive_failures": domains.c.consecutive_failures + 1}
+        elif failure.http_status is not None:
+            domain = {"consecutive_failures": 0}  # the server answered: it is up
+        else:
+            domain = {}
+        pause: DomainPause | None = None
+        async with self.db.write() as conn:
+            failures = await self._finish_in(conn, lease, values, outcome, domain, now, duration_ms)
+            if failures is None:
+                return False, None
+            pause = pause_for(failures) if counts_against_domain(failure) else None
+            if pause is not None:
+                await conn.execute(
+                    sa.update(domains)
+                    .where(
+                        domains.c.domain == lease.domain,
+                        sa.or_(
+                            domains.c.paused_until.is_(None), domains.c.paused_until < pause.until
+                        ),
+                    )
+                    .values(paused_until=pause.until, pause_reason=pause.reason)
+                )
+        return True, pause
 
     async def release(self, lease: Lease, now: datetime) -> bool:
         """Graceful shutdown: hand the job back, due now, without spending the attempt."""
         values = {"status": JobStatus.PENDING, "attempts": jobs.c.attempts - 1, "retry_after": None}
         outcome = {"outcome": AttemptOutcome.INTERRUPTED, "message": "worker shut down"}
         duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
-        return await self._finish(lease, values, outcome, now, duration_ms)
+        return await self._finish(lease, values, outcome, {}, now, duration_ms)
 
     async def _finish(
         self,
         lease: Lease,
         job_values: dict[str, Any],
         attempt_values: dict[str, Any],
+        domain_values: dict[str, Any],
         now: datetime,
         duration_ms: int,
     ) -> bool:
+        async with self.db.write() as conn:
+            failures = await self._finish_in(
+                conn, lease, job_values, attempt_values, domain_values, now, duration_ms
+            )
+        return failures is not None
+
+    async def _finish_in(
+        self,
+        conn: AsyncConnection,
+        lease: Lease,
+        job_values: dict[str, Any],
+        attempt_values: dict[str, Any],
+        domain_values: dict[str, Any],
+        now: datetime,
+        duration_ms: int,
+    ) -> int | None:
+        """End the attempt and free its domain slot; the domain's consecutive failures after
+        it, or None if the lease was lost (nothing changed)."""
         stmt = (
             sa.update(jobs)
             .where(
@@ -214,16 +233,21 @@ class Queue:
             )
             .values(lease_expires_at=None, worker_id=None, updated_at=now, **job_values)
         )
-        async with self.db.write() as conn:
-            if (await conn.execute(stmt)).rowcount != 1:
-                return False
-            await _close_attempt(
-                conn,
-                lease.id,
-                lease.attempt,
-                {"finished_at": now, "duration_ms": duration_ms, **attempt_values},
-            )
-        return True
+        if (await conn.execute(stmt)).rowcount != 1:
+            return None
+        await _close_attempt(
+            conn,
+            lease.id,
+            lease.attempt,
+            {"finished_at": now, "duration_ms": duration_ms, **attempt_values},
+        )
+        free_slot = (
+            sa.update(domains)
+            .where(domains.c.domain == lease.domain)
+            .values(in_flight=_minus(domains.c.in_flight, 1), updated_at=now, **domain_values)
+            .returning(domains.c.consecutive_failures)
+        )
+        return (await conn.execute(free_slot)).scalar() or 0
 
     async def reclaim_expired(self, now: datetime) -> list[Reclaimed]:
         """Take back running jobs whose lease expired (their worker died or hung).
@@ -231,6 +255,14 @@ class Queue:
         The lost attempt counts: it is recorded as interrupted, and a job with no budget
         left is dead (`lease_expired`); the others are pending and due now.
         """
+        any_expired = (
+            sa.select(jobs.c.id)
+            .where(status_is(JobStatus.RUNNING), jobs.c.lease_expires_at < now)
+            .limit(1)
+        )
+        async with self.db.read() as conn:  # as in claim: no write lock just to look
+            if (await conn.execute(any_expired)).first() is None:
+                return []
         expired = (
             sa.select(jobs.c.id)
             .where(status_is(JobStatus.RUNNING), jobs.c.lease_expires_at < now)
@@ -253,10 +285,26 @@ class Queue:
                 updated_at=now,
                 **_last_error(Failure(ErrorKind.TRANSIENT, "LeaseExpired", message), now),
             )
-            .returning(jobs.c.id, jobs.c.attempts, jobs.c.max_attempts, jobs.c.status)
+            .returning(
+                jobs.c.id,
+                jobs.c.domain,
+                jobs.c.tenant,
+                jobs.c.attempts,
+                jobs.c.max_attempts,
+                jobs.c.status,
+            )
         )
         async with self.db.write() as conn:
             rows = (await conn.execute(stmt)).all()
+            freed: dict[str, int] = {}
+            for row in rows:
+                freed[row.domain] = freed.get(row.domain, 0) + 1
+            for domain, count in sorted(freed.items()):
+                await conn.execute(
+                    sa.update(domains)
+                    .where(domains.c.domain == domain)
+                    .values(in_flight=_minus(domains.c.in_flight, count), updated_at=now)
+                )
             for row in rows:
                 await _close_attempt(
                     conn,
@@ -265,16 +313,34 @@ class Queue:
                     {"finished_at": now, "outcome": AttemptOutcome.INTERRUPTED, "message": message},
                 )
         return [
-            Reclaimed(r.id, r.attempts, r.max_attempts, r.status == JobStatus.DEAD) for r in rows
+            Reclaimed(
+                r.id, r.attempts, r.max_attempts, r.status == JobStatus.DEAD, r.tenant, r.domain
+            )
+            for r in rows
         ]
 
-    async def next_due_at(self) -> datetime | None:
-        """The earliest `retry_after` among waiting jobs, so an idle worker knows when to look."""
-        stmt = sa.select(sa.func.min(jobs.c.retry_after)).where(
+    async def prune_contents(self, older_than: datetime) -> int:
+        """Retention: delete stored content older than `older_than` (app.store.contents)."""
+        return await ContentStore(self.db).prune(older_than)
+
+    async def next_due_at(self, now: datetime) -> datetime | None:
+        """When something may next become claimable: the earliest `retry_after` of a waiting
+        job, or the end of a domain's pause or interval. An idle worker waits until then."""
+        retry = sa.select(sa.func.min(jobs.c.retry_after)).where(
             status_is(JobStatus.PENDING), jobs.c.retry_after.is_not(None)
         )
+        pause = sa.select(sa.func.min(domains.c.paused_until)).where(domains.c.paused_until > now)
+        interval = sa.select(sa.func.min(domains.c.next_start_at)).where(
+            domains.c.next_start_at > now
+        )
         async with self.db.read() as conn:
-            return (await conn.execute(stmt)).scalar()
+            times = [(await conn.execute(q)).scalar() for q in (retry, pause, interval)]
+        return min((t for t in times if t is not None), default=None)
+
+
+def _minus(column: sa.ColumnElement[int], n: int) -> sa.ColumnElement[int]:
+    """column - n, never below 0 (GREATEST is PostgreSQL's, MAX(a, b) SQLite's)."""
+    return sa.case((column > n, column - n), else_=0)
 
 
 def _last_error(failure: Failure, now: datetime) -> dict[str, Any]:

@@ -59,6 +59,7 @@ class Job(SQLModel, table=True):
     result_bytes: int | None = Field(default=None, sa_type=sa.BigInteger)
     result_sha256: str | None = Field(default=None, max_length=64)
     result_title: str | None = None
+    result_text_length: int | None = None
     # `metadata` is reserved by SQLAlchemy's declarative base; the column keeps the name.
     meta: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
     callback_url: str | None = Field(default=None, max_length=2048)
@@ -160,7 +161,11 @@ class Domain(SQLModel, table=True):
     paused_until: datetime | None = _ts()
     pause_reason: str | None = None
     consecutive_failures: int = 0
+    in_flight: int = 0
+    """Running jobs of this domain, kept by the queue's claim and finish."""
     last_started_at: datetime | None = _ts()
+    next_start_at: datetime | None = _ts()
+    """Before this, no fetch may start (INGEST_DOMAIN_MIN_INTERVAL_SECONDS)."""
     updated_at: datetime | None = _ts()
 
 
@@ -189,3 +194,27 @@ sa.Index(
     postgresql_where=sa.text(f"status = '{JobStatus.PENDING}'"),
     sqlite_where=sa.text(f"status = '{JobStatus.PENDING}'"),
 )
+
+
+class JobContent(SQLModel, table=True):
+    """A succeeded job's body and extracted text, written in the same transaction as its
+    success (`app.store.contents`). Kept in the database, not in files, because several
+    hosts share one PostgreSQL and none of them shares a disk."""
+
+    __tablename__ = "job_contents"
+
+    job_id: str = Field(
+        sa_column=Column(
+            sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    content: bytes = Field(sa_column=Column(sa.LargeBinary(), nullable=False))
+    """The body exactly as decoded (Content-Encoding undone), at most INGEST_MAX_BODY_BYTES."""
+    content_type: str | None = Field(default=None, max_length=255)
+    text: str = Field(sa_column=Column(sa.Text(), nullable=False))
+    """The extracted main text (app.content.extract)."""
+    text_length: int
+    stored_at: datetime = _ts(nullable=False)
+
+    # Retention deletes the oldest first, without reading every row.
+    __table_args__ = (sa.Index("ix_job_contents_stored_at", "stored_at"),)

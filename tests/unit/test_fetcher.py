@@ -5,14 +5,16 @@ import gzip
 import hashlib
 import socket
 import time
+import tracemalloc
+import zlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import h11
 import httpx
 import pytest
 import respx
 
-from app.content import TITLE_SCAN_BYTES
 from app.fetcher import Fetcher, FetchResult
 from app.policy import Failure
 from app.settings import Settings
@@ -47,6 +49,13 @@ def html(body: bytes = PAGE, status: int = 200, charset: str = "utf-8") -> httpx
     )
 
 
+def text(content: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+    """A 200 text/plain answer; `content` may be bytes or an async iterator of them."""
+    return httpx.Response(
+        200, content=content, headers={"Content-Type": "text/plain", **(headers or {})}
+    )
+
+
 def raising(exc: Exception) -> Handler:
     def handler(request: httpx.Request) -> httpx.Response:
         raise exc
@@ -71,6 +80,9 @@ async def test_success_result_fields_after_a_redirect() -> None:
         bytes=len(PAGE),
         sha256=hashlib.sha256(PAGE).hexdigest(),
         title="Hello world",
+        text_length=len("hi"),
+        body=PAGE,
+        text="hi",
     )
     assert expected == result
 
@@ -91,6 +103,9 @@ async def test_success_without_html_has_no_title() -> None:
         len(body),
         hashlib.sha256(body).hexdigest(),
         None,
+        text_length=len(body),
+        body=body,
+        text=body.decode(),
     )
     assert expected == result
 
@@ -124,13 +139,13 @@ async def test_body_streamed_in_chunks_is_hashed_whole() -> None:
     )
 
 
-async def test_title_is_only_searched_in_the_head_of_the_body() -> None:
-    """A <title> after the first TITLE_SCAN_BYTES bytes is not found."""
-    body = b" " * TITLE_SCAN_BYTES + b"<title>Too late</title>"
+async def test_title_is_found_anywhere_in_the_body() -> None:
+    """The whole body is parsed, so a <title> after the first 64 KiB is still found."""
+    body = b"<!-- " + b" " * 64 * 1024 + b" --><title>Late</title>"
 
     result = await fetch(lambda request: html(body), "http://example.test/")
 
-    assert (len(body), None) == (result.bytes, result.title)
+    assert (len(body), "Late") == (result.bytes, result.title)
 
 
 async def test_title_uses_the_declared_charset() -> None:
@@ -213,7 +228,7 @@ async def test_error_status_body_is_not_read() -> None:
 async def test_body_size_limit(size: int, expected_type: type) -> None:
     """A body of exactly max_body_bytes is fine; one byte more is a failure."""
     result = await fetch(
-        lambda request: httpx.Response(200, content=b"x" * size),
+        lambda request: text(b"x" * size),
         "http://example.test/",
         max_body_bytes=100,
     )
@@ -224,7 +239,7 @@ async def test_body_size_limit(size: int, expected_type: type) -> None:
 async def test_body_over_the_limit_is_fatal_body_too_large() -> None:
     """A body over max_body_bytes is a fatal BodyTooLarge failure."""
     result = await fetch(
-        lambda request: httpx.Response(200, content=b"x" * 101),
+        lambda request: text(b"x" * 101),
         "http://example.test/",
         max_body_bytes=100,
     )
@@ -243,7 +258,7 @@ async def test_endless_body_stops_at_the_limit() -> None:
             yield b"x" * 1000
 
     result = await fetch(
-        lambda request: httpx.Response(200, content=endless()),
+        lambda request: text(endless()),
         "http://example.test/",
         max_body_bytes=10_000,
     )
@@ -256,7 +271,7 @@ async def test_limit_applies_to_the_decoded_body() -> None:
     compressed = gzip.compress(b"\0" * 100_000)
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=compressed, headers={"Content-Encoding": "gzip"})
+        return text(compressed, {"Content-Encoding": "gzip"})
 
     result = await fetch(handler, "http://example.test/", max_body_bytes=10_000)
 
@@ -361,7 +376,7 @@ async def test_total_deadline_covers_a_slow_body() -> None:
 
     started = time.monotonic()
     result = await fetch(
-        lambda request: httpx.Response(200, content=trickle()),
+        lambda request: text(trickle()),
         "http://example.test/",
         connect_timeout_seconds=0.1,
         fetch_timeout_seconds=0.2,
@@ -418,4 +433,211 @@ async def test_redirect_to_an_unsupported_scheme_is_fatal() -> None:
         result.kind,
         result.type,
         result.unexpected,
+    )
+
+
+# ---- limits and refusals ------------------------------------------------------------------
+
+
+async def stream(*parts: bytes) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+
+
+def streamed(body: bytes, **headers: str) -> httpx.Response:
+    """A 200 whose body streams (not read in advance, as a network answer)."""
+    headers = {"Content-Type": "text/plain"} | {
+        name.replace("_", "-").title(): value for name, value in headers.items()
+    }
+    return httpx.Response(200, content=stream(body), headers=headers)
+
+
+async def test_only_bounded_encodings_are_offered() -> None:
+    """Accept-Encoding offers gzip and deflate only: no encoding we cannot inflate in steps."""
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["Accept-Encoding"])
+        return html()
+
+    await fetch(handler, "http://example.test/")
+
+    assert ["gzip, deflate"] == seen
+
+
+@pytest.mark.parametrize(
+    "compress",
+    [gzip.compress, zlib.compress, lambda data: zlib.compress(data, wbits=-zlib.MAX_WBITS)],
+    ids=["gzip", "deflate", "raw-deflate"],
+)
+async def test_encoded_bodies_are_decoded_and_hashed_decoded(compress: Callable) -> None:
+    """gzip and deflate (zlib-wrapped or raw) bodies are stored, counted and hashed decoded."""
+    body = b"hello " * 1000
+    coding = "gzip" if compress is gzip.compress else "deflate"
+
+    result = await fetch(
+        lambda request: streamed(compress(body), content_encoding=coding), "http://e.test/"
+    )
+
+    assert (len(body), hashlib.sha256(body).hexdigest(), body) == (
+        result.bytes,
+        result.sha256,
+        result.body,
+    )
+
+
+async def test_gzip_bomb_is_stopped_without_inflating_it() -> None:
+    """100 MB of zeros in ~100 KB of gzip stops at the cap; memory never holds the inflation."""
+    bomb = gzip.compress(b"\0" * 100_000_000, compresslevel=9)
+    tracemalloc.start()
+    try:
+        result = await fetch(
+            lambda request: streamed(bomb, content_encoding="gzip"),
+            "http://e.test/",
+            max_body_bytes=1_000_000,
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert ("BodyTooLarge", True) == (result.type, peak < 5_000_000), peak
+
+
+@pytest.mark.parametrize("coding", ["gzip, gzip", "br", "zstd", "compress", "gzip, br"])
+async def test_unoffered_or_chained_encodings_are_refused(coding: str) -> None:
+    """An encoding we did not offer, or more than one layer, is fatal before reading."""
+    result = await fetch(lambda request: streamed(b"x", content_encoding=coding), "http://e.test/")
+
+    assert (ErrorKind.FATAL, "UnsupportedContentEncoding") == (result.kind, result.type)
+
+
+async def test_identity_encoding_is_no_encoding() -> None:
+    """`Content-Encoding: identity` is the body as is."""
+    result = await fetch(
+        lambda request: streamed(b"plain", content_encoding="identity"), "http://e.test/"
+    )
+
+    assert b"plain" == result.body
+
+
+async def test_corrupt_gzip_is_a_decoding_error() -> None:
+    """A body that claims gzip but does not inflate is fatal DecodingError."""
+    result = await fetch(
+        lambda request: streamed(b"not gzip at all", content_encoding="gzip"), "http://e.test/"
+    )
+
+    assert (ErrorKind.FATAL, "DecodingError", None) == (result.kind, result.type, result.unexpected)
+
+
+async def test_content_length_over_the_cap_is_refused_unread() -> None:
+    """A declared Content-Length over the cap is BodyTooLarge before a byte is read."""
+    read: list[bytes] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        read.append(b"x")
+        yield b"x" * 200
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        headers = {"Content-Type": "text/plain", "Content-Length": "200"}
+        return httpx.Response(200, content=body(), headers=headers)
+
+    result = await fetch(handler, "http://e.test/", max_body_bytes=100)
+
+    assert ("BodyTooLarge", []) == (result.type, read)
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/octet-stream", "image/png", "application/pdf", None]
+)
+async def test_content_type_outside_the_allow_list_is_refused_unread(
+    content_type: str | None,
+) -> None:
+    """A type not in INGEST_ALLOWED_CONTENT_TYPES (or none) is fatal before reading the body."""
+    read: list[bytes] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        read.append(b"x")
+        yield b"\x89PNG"
+
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    result = await fetch(
+        lambda r: httpx.Response(200, content=body(), headers=headers), "http://e.test/"
+    )
+
+    assert (ErrorKind.FATAL, "UnsupportedContentType", []) == (result.kind, result.type, read)
+
+
+async def test_allowed_content_types_come_from_settings() -> None:
+    """image/* in the allow-list lets an image through."""
+    result = await fetch(
+        lambda request: streamed(b"\x89PNG", content_type="image/png"),
+        "http://e.test/",
+        allowed_content_types="image/*",
+    )
+
+    assert (FetchResult, b"\x89PNG") == (type(result), result.body)
+
+
+async def test_invalid_json_is_unparseable() -> None:
+    """A JSON answer that does not parse is fatal UnparseableContent."""
+    result = await fetch(
+        lambda request: streamed(b"{oops", content_type="application/json"), "http://e.test/"
+    )
+
+    assert (ErrorKind.FATAL, "UnparseableContent") == (result.kind, result.type)
+
+
+async def test_redirect_bodies_are_never_read() -> None:
+    """An endless body on a 302 does not hold up (or fill up) the fetch: it is not read."""
+
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b"x" * 65536
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/start":
+            return httpx.Response(302, headers={"Location": "/end"}, content=endless())
+        return html()
+
+    result = await fetch(handler, "http://e.test/start", max_body_bytes=1000)
+
+    assert (200, "http://e.test/end") == (result.http_status, result.final_url)
+
+
+async def test_headers_too_large_is_fatal() -> None:
+    """h11's refusal of an oversized response head is fatal HeadersTooLarge, not unexpected."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        cause = h11.RemoteProtocolError("Receive buffer too long", error_status_hint=431)
+        raise httpx.RemoteProtocolError("Receive buffer too long") from cause
+
+    result = await fetch(handler, "http://e.test/")
+
+    assert Failure(ErrorKind.FATAL, "HeadersTooLarge", "response headers are too large") == result
+
+
+async def test_overlong_content_type_is_cut_to_media_type_and_charset() -> None:
+    """A Content-Type past 255 characters keeps its media type and charset only."""
+    content_type = "text/plain; charset=utf-8; x=" + "a" * 300
+
+    result = await fetch(
+        lambda request: streamed(b"hi", content_type=content_type), "http://e.test/"
+    )
+
+    assert "text/plain; charset=utf-8" == result.content_type
+
+
+async def test_blocked_destination_is_fatal_and_sends_nothing() -> None:
+    """With the default guard, a URL naming loopback is refused: fatal BlockedDestination."""
+    fetcher = Fetcher(make_settings())
+    try:
+        result = await fetcher.fetch("http://127.0.0.1:9/")
+    finally:
+        await fetcher.aclose()
+
+    assert (
+        Failure(
+            ErrorKind.FATAL, "BlockedDestination", "port 9 is not allowed (INGEST_ALLOWED_PORTS)"
+        )
+        == result
     )

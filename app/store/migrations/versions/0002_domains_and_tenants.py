@@ -23,11 +23,15 @@ def upgrade() -> None:
         sa.Column("paused_until", sa.DateTime(), nullable=True),
         sa.Column("pause_reason", sa.String(), nullable=True),
         sa.Column("consecutive_failures", sa.Integer(), nullable=False),
+        sa.Column("in_flight", sa.Integer(), nullable=False),
         sa.Column("last_started_at", sa.DateTime(), nullable=True),
+        sa.Column("next_start_at", sa.DateTime(), nullable=True),
         sa.Column("updated_at", sa.DateTime(), nullable=True),
     )
     op.execute(
-        "INSERT INTO domains (domain, consecutive_failures) SELECT DISTINCT domain, 0 FROM jobs"
+        "INSERT INTO domains (domain, consecutive_failures, in_flight)"
+        " SELECT domain, 0, SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 END)"
+        " FROM jobs GROUP BY domain"
     )
     op.create_table(
         "tenants",

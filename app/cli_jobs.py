@@ -1,0 +1,214 @@
+"""`ingest jobs ...` and `ingest stats`: the operators' commands, on the configured database.
+
+They run the API's own store code (`JobStore` over `Database`) with the same settings, so
+they work while the server is down. Expected errors (an unknown id, a job in the wrong
+state, a database that cannot be reached) print one line on stderr and exit 1; invalid
+settings or arguments exit 2. Nothing here prints a traceback for them.
+"""
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
+
+import typer
+from pydantic import ValidationError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+
+from app.api.schemas import AttemptOut, JobOut, StatsOut, StatusCounts
+from app.cli_tables import (
+    attempts_table,
+    job_details,
+    jobs_table,
+    new_console,
+    plain_table,
+    span,
+)
+from app.clock import utc_now
+from app.settings import Settings
+from app.states import JobStatus
+from app.store.database import Database
+from app.store.jobs import JobNotFound, JobStore, StateConflict
+from app.store.tables import Attempt, Job
+
+T = TypeVar("T")
+
+jobs_cli = typer.Typer(help="Inspect jobs, retry and cancel them.", no_args_is_help=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="JSON (the API's job model) for scripts.")]
+DomainOpt = Annotated[str | None, typer.Option(help="Only jobs of this domain.")]
+
+
+def load_settings() -> Settings:
+    """The settings every command reads (environment and `.env`); exit 2 if invalid."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"INGEST_{'_'.join(map(str, error['loc'])).upper() or '*'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        fail(f"invalid settings: {problems}", code=2)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def run_on_store(operation: Callable[[JobStore], Awaitable[T]]) -> T:
+    """Run `operation` on the configured database; expected errors end the command."""
+    settings = load_settings()
+    where = _redacted(settings.database_url)
+    # Connecting to SQLite creates a missing file: an empty database, and a confusing
+    # "no such table" later. Say what is wrong instead (a directory is no database either).
+    missing = _missing_sqlite_file(settings.database_url)
+    if missing is not None:
+        fail(f"no SQLite database at {missing} (create it: ingest db upgrade)")
+    try:
+        database = Database(settings.database_url)
+    except (ValueError, OSError, ArgumentError) as exc:
+        fail(f"cannot use database {where}: {_one_line(exc)}")
+    try:
+        return asyncio.run(_run(database, operation))
+    except JobNotFound as exc:
+        fail(f"no job {exc.args[0]}")
+    except StateConflict as exc:
+        fail(str(exc))
+    except (OSError, SQLAlchemyError) as exc:
+        fail(f"database {where}: {_one_line(exc)}")
+
+
+async def _run(database: Database, operation: Callable[[JobStore], Awaitable[T]]) -> T:
+    try:
+        return await operation(JobStore(database, utc_now))
+    finally:
+        await database.dispose()
+
+
+def _redacted(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return repr(url)
+
+
+def _missing_sqlite_file(url: str) -> str | None:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return None
+    return None if Path(path).is_file() else path
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        exc = exc.orig  # the driver's message, without SQLAlchemy's statement and link
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _statuses(raw: str | None) -> list[JobStatus]:
+    names = [name.strip() for name in (raw or "").split(",") if name.strip()]
+    try:
+        return [JobStatus(name) for name in names]
+    except ValueError:
+        fail(f"--status takes {', '.join(JobStatus)} (comma-separated)", code=2)
+
+
+@jobs_cli.command("list")
+def list_jobs(
+    status: Annotated[str | None, typer.Option(help="e.g. dead, or pending,running.")] = None,
+    domain: DomainOpt = None,
+    tenant: Annotated[str | None, typer.Option(help="Only jobs of this tenant.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    json_lines: JsonFlag = False,
+) -> None:
+    """Jobs, newest first: a table, or one JSON object per line with --json."""
+    statuses = _statuses(status)
+    page = run_on_store(
+        lambda store: store.list(statuses, domain=domain, tenant=tenant, limit=limit)
+    )
+    if json_lines:
+        for job in page.items:
+            typer.echo(JobOut.of(job).model_dump_json())
+        return
+    console = new_console()
+    console.print(jobs_table(page.items, utc_now()))
+    if page.next_cursor is not None:
+        console.print(f"(the newest {limit}; more with --limit)", highlight=False)
+
+
+@jobs_cli.command("show")
+def show(job_id: str, json_out: JsonFlag = False) -> None:
+    """One job and its attempt history."""
+
+    async def read(store: JobStore) -> tuple[Job, list[Attempt]]:
+        return await store.get(job_id), await store.attempts(job_id)
+
+    job, history = run_on_store(read)
+    if json_out:
+        items = [AttemptOut.of(a).model_dump(mode="json") for a in history]
+        body = JobOut.of(job).model_dump(mode="json")
+        typer.echo(json.dumps({"job": body, "attempts": items}))
+        return
+    now = utc_now()
+    console = new_console()
+    console.print(job_details(job, now))
+    console.print(attempts_table(history))
+
+
+@jobs_cli.command("retry")
+def retry(
+    job_id: Annotated[str | None, typer.Argument(help="The job to retry.")] = None,
+    all_dead: Annotated[bool, typer.Option("--all-dead", help="Every dead job.")] = False,
+    domain: Annotated[str | None, typer.Option(help="With --all-dead: of this domain.")] = None,
+) -> None:
+    """Dead or cancelled: pending with a fresh budget. Pending: due now."""
+    if all_dead == (job_id is not None):
+        fail("give a job id or --all-dead", code=2)
+    if domain is not None and not all_dead:
+        fail("--domain goes with --all-dead", code=2)
+    if all_dead:
+        count = run_on_store(lambda store: store.retry_all([JobStatus.DEAD], domain=domain))
+        of = f" of {domain.lower()}" if domain else ""
+        typer.echo(f"requeued {count} dead job{'' if count == 1 else 's'}{of}")
+        return
+    assert job_id is not None
+    job = run_on_store(lambda store: store.retry(job_id))
+    typer.echo(f"job {job.id}: {job.status}, due now, attempts {job.attempts}/{job.max_attempts}")
+
+
+@jobs_cli.command("cancel")
+def cancel(job_id: str) -> None:
+    """Cancel a pending job."""
+    job = run_on_store(lambda store: store.cancel(job_id))
+    typer.echo(f"job {job.id}: {job.status}")
+
+
+def stats(json_out: JsonFlag = False) -> None:
+    """Jobs per status and the age of the oldest pending job."""
+    result = run_on_store(lambda store: store.stats())
+    out = StatsOut(
+        counts=StatusCounts(**result.counts),
+        oldest_pending_age_seconds=result.oldest_pending_age_seconds,
+    )
+    if json_out:
+        typer.echo(out.model_dump_json())
+        return
+    table = plain_table()
+    table.add_column("STATUS")
+    table.add_column("JOBS", justify="right")
+    for name, count in out.counts.model_dump().items():
+        table.add_row(name, str(count))
+    console = new_console()
+    console.print(table)
+    age = out.oldest_pending_age_seconds
+    console.print(
+        f"oldest pending job: {'none' if age is None else span(age) + ' old'}", highlight=False
+    )

@@ -1,0 +1,198 @@
+"""Where a job is claimed: the one transaction that turns due pending jobs into leases.
+
+1. Tenants with pending work, least recently served first (at most `2 * limit` of them).
+2. Each tenant's first due jobs in claim order whose domain may take a fetch now (not
+   paused, under its in-flight limit, past its minimum interval): filtered in SQL, through
+   the partial index on pending jobs per tenant, so paused domains cost no attempt.
+   They are locked as they are read (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent
+   claims take different jobs and never wait on each other's).
+3. Lock the candidates' domain rows (in name order, so claims never deadlock) and read
+   their limits again, now that no other claim can change them.
+4. `app.scheduling.choose` picks the jobs: priority, tenants in turn, oldest first, domain
+   limits re-checked on the locked rows.
+5. Mark them running, count the attempt, lease them; count the domains' fetches in flight
+   and the tenants' turns; open the attempts' history rows.
+"""
+
+import math
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.scheduling import Candidate, DomainState, choose
+from app.settings import Settings
+from app.states import JobStatus
+from app.store.tables import Attempt, Domain, Job, Tenant
+
+jobs = Job.__table__
+attempts = Attempt.__table__
+domains = Domain.__table__
+tenants = Tenant.__table__
+
+
+def status_is(status: JobStatus) -> sa.ColumnElement[bool]:
+    """`status = '<literal>'`: a literal, not a bound parameter, so both databases match
+    the query to the partial indexes declared on that very predicate."""
+    return jobs.c.status == sa.literal_column(f"'{status}'")
+
+
+DUE_SINCE = sa.func.coalesce(jobs.c.retry_after, jobs.c.updated_at)
+"""When a pending job became claimable: its `retry_after`, else when it last became pending
+(every move into pending sets `updated_at`). For the queue-lag metric."""
+
+
+def _domain_may_start(now: datetime, settings: Settings) -> sa.ColumnElement[bool]:
+    blocked = (
+        sa.select(domains.c.domain)
+        .where(
+            domains.c.domain == jobs.c.domain,
+            sa.or_(
+                domains.c.paused_until > now,
+                domains.c.next_start_at > now,
+                domains.c.in_flight >= settings.domain_max_in_flight,
+            ),
+        )
+        .exists()
+    )
+    return ~blocked
+
+
+async def find_candidates(
+    conn: AsyncConnection, limit: int, now: datetime, settings: Settings
+) -> tuple[dict[str, datetime | None], list[Candidate]]:
+    """Steps 1 and 2: the waiting tenants (with when each was last served) and their
+    candidates. In a write transaction the candidates are locked as they are read."""
+    waiting = (
+        sa.select(tenants.c.tenant, tenants.c.last_served_at)
+        .where(
+            sa.select(jobs.c.id)
+            .where(jobs.c.tenant == tenants.c.tenant, status_is(JobStatus.PENDING))
+            .exists()
+        )
+        .order_by(tenants.c.last_served_at.asc().nulls_first(), tenants.c.tenant)
+        .limit(2 * limit)
+    )
+    last_served = {row.tenant: row.last_served_at for row in await conn.execute(waiting)}
+    if not last_served:
+        return last_served, []
+
+    # Twice the share each tenant would get in turn: room for jobs that domain limits turn
+    # away within this claim, without locking far more candidates than one claim takes.
+    per_tenant = min(2 * limit, max(2, math.ceil(2 * limit / len(last_served))))
+    due = sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now)
+    firsts = [
+        sa.select(
+            jobs.c.id,
+            jobs.c.tenant,
+            jobs.c.domain,
+            jobs.c.priority,
+            jobs.c.created_at,
+            DUE_SINCE.label("due_since"),
+        )
+        .where(
+            jobs.c.tenant == tenant,
+            status_is(JobStatus.PENDING),
+            due,
+            _domain_may_start(now, settings),
+        )
+        .order_by(jobs.c.priority.desc(), jobs.c.created_at)
+        .limit(per_tenant)
+        .with_for_update(skip_locked=True)
+        .subquery()
+        for tenant in last_served
+    ]
+    union = sa.union_all(*(sa.select(first) for first in firsts))
+    return last_served, [Candidate(*row) for row in await conn.execute(union)]
+
+
+async def claim_rows(
+    conn: AsyncConnection,
+    worker_id: str,
+    limit: int,
+    now: datetime,
+    lease_seconds: float,
+    settings: Settings,
+) -> list[tuple[sa.Row, datetime]]:
+    """Run steps 1-5 in the caller's write transaction; returns the claimed jobs' rows, each
+    with the time it became due (`DUE_SINCE`, read before the claim overwrites it)."""
+    last_served, candidates = await find_candidates(conn, limit, now, settings)
+    if not candidates:
+        return []
+
+    lock_domains = (
+        sa.select(domains)
+        .where(domains.c.domain.in_(sorted({c.domain for c in candidates})))
+        .order_by(domains.c.domain)
+        .with_for_update()
+    )
+    states = {
+        row.domain: DomainState(row.in_flight, row.next_start_at, row.paused_until)
+        for row in await conn.execute(lock_domains)
+    }
+    chosen = choose(candidates, last_served, states, limit, now, settings)
+    if not chosen:
+        return []
+
+    claim = (
+        sa.update(jobs)
+        .where(jobs.c.id.in_([c.id for c in chosen]), status_is(JobStatus.PENDING))
+        .values(
+            status=JobStatus.RUNNING,
+            attempts=jobs.c.attempts + 1,
+            lease_expires_at=now + timedelta(seconds=lease_seconds),
+            worker_id=worker_id,
+            retry_after=None,
+            started_at=now,
+            updated_at=now,
+        )
+        .returning(
+            jobs.c.id,
+            jobs.c.url,
+            jobs.c.domain,
+            jobs.c.tenant,
+            jobs.c.attempts,
+            jobs.c.max_attempts,
+            jobs.c.deferrals,
+        )
+    )
+    due_since = {c.id: c.due_since for c in chosen}
+    rows = (await conn.execute(claim)).all()
+    await _count_starts(conn, chosen, now, settings)
+    await conn.execute(
+        sa.insert(attempts),
+        [
+            {"job_id": r.id, "number": r.attempts, "worker_id": worker_id, "started_at": now}
+            for r in rows
+        ],
+    )
+    return [(r, due_since[r.id]) for r in rows]
+
+
+async def _count_starts(
+    conn: AsyncConnection, chosen: list[Candidate], now: datetime, settings: Settings
+) -> None:
+    starts: dict[str, int] = {}
+    for candidate in chosen:
+        starts[candidate.domain] = starts.get(candidate.domain, 0) + 1
+    interval = settings.domain_min_interval_seconds
+    next_start = now + timedelta(seconds=interval) if interval else None
+    await conn.execute(
+        sa.update(domains)
+        .where(domains.c.domain == sa.bindparam("d"))
+        .values(
+            in_flight=domains.c.in_flight + sa.bindparam("n"),
+            last_started_at=now,
+            next_start_at=next_start,
+            updated_at=now,
+        ),
+        [{"d": domain, "n": n} for domain, n in sorted(starts.items())],
+    )
+    # Tenants served in this claim keep their turn order: a microsecond apart.
+    order = list(dict.fromkeys(c.tenant for c in chosen))
+    await conn.execute(
+        sa.update(tenants)
+        .where(tenants.c.tenant == sa.bindparam("t"))
+        .values(last_served_at=sa.bindparam("at")),
+        [{"t": t, "at": now + timedelta(microseconds=i)} for i, t in enumerate(order)],
+    )

@@ -1,0 +1,86 @@
+"""Fetched bodies and their text: written with a job's success, read by the API, pruned.
+
+`save` runs inside the queue's success transaction, so a succeeded job always has its
+content (until retention removes it) and a job that did not succeed never has any.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.fetcher import FetchResult
+from app.store.database import Database
+from app.store.tables import Job, JobContent
+
+contents = JobContent.__table__
+jobs = Job.__table__
+
+PRUNE_BATCH = 500
+"""Rows deleted per transaction, so pruning never holds the write lock for long."""
+
+
+@dataclass(frozen=True)
+class Content:
+    """What is stored for a job. `status` is None when there is no such job."""
+
+    status: str | None
+    content_type: str | None = None
+    data: bytes | str | None = None
+    """The bytes or the text, as asked; None until the job succeeded or after retention."""
+
+
+async def save(conn: AsyncConnection, job_id: str, result: FetchResult, now: datetime) -> None:
+    """Store a succeeded fetch's body and text (replacing any earlier ones of the job)."""
+    await conn.execute(sa.delete(contents).where(contents.c.job_id == job_id))
+    await conn.execute(
+        sa.insert(contents).values(
+            job_id=job_id,
+            content=result.body,
+            content_type=result.content_type,
+            text=result.text,
+            text_length=result.text_length,
+            stored_at=now,
+        )
+    )
+
+
+class ContentStore:
+    def __init__(self, database: Database) -> None:
+        self.db = database
+
+    async def get(self, job_id: str, tenant: str | None = None, *, text: bool) -> Content:
+        """The job's stored text (`text=True`) or bytes, with its status and content type.
+
+        A job of another tenant than `tenant` (when given) is no job.
+        """
+        column = contents.c.text if text else contents.c.content
+        stmt = (
+            sa.select(jobs.c.status, contents.c.content_type, column)
+            .select_from(jobs.outerjoin(contents, contents.c.job_id == jobs.c.id))
+            .where(jobs.c.id == job_id)
+        )
+        if tenant is not None:
+            stmt = stmt.where(jobs.c.tenant == tenant)
+        async with self.db.read() as conn:
+            row = (await conn.execute(stmt)).first()
+        return Content(None) if row is None else Content(*row)
+
+    async def prune(self, older_than: datetime) -> int:
+        """Delete content stored before `older_than`; how many rows went."""
+        oldest = (
+            sa.select(contents.c.job_id)
+            .where(contents.c.stored_at < older_than)
+            .order_by(contents.c.stored_at)
+            .limit(PRUNE_BATCH)
+        )
+        deleted = 0
+        while True:
+            async with self.db.write() as conn:
+                ids = list((await conn.execute(oldest)).scalars())
+                if ids:
+                    await conn.execute(sa.delete(contents).where(contents.c.job_id.in_(ids)))
+            deleted += len(ids)
+            if len(ids) < PRUNE_BATCH:
+                return deleted

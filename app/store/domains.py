@@ -1,0 +1,116 @@
+"""The operators' side of the `domains` table: which domains are paused, and resuming one.
+
+Read and cleared by hand here; pausing a domain is the worker's business, not this module's.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from app.clock import Clock
+from app.states import JobStatus
+from app.store.claim import domains, jobs, status_is
+from app.store.database import Database
+from app.store.tables import Domain
+
+
+@dataclass(frozen=True)
+class DomainOverview:
+    domain: str
+    paused_until: datetime | None
+    pause_reason: str | None
+    consecutive_failures: int
+    in_flight: int
+    pending: int
+    oldest_pending_age_seconds: float | None
+
+
+class DomainStore:
+    def __init__(self, database: Database, clock: Clock) -> None:
+        self.db = database
+        self.clock = clock
+
+    async def paused(self, now: datetime) -> list[Domain]:
+        """Domains whose pause has not run out at `now`, the soonest to resume first."""
+        stmt = (
+            sa.select(domains)
+            .where(domains.c.paused_until > now)
+            .order_by(domains.c.paused_until, domains.c.domain)
+        )
+        async with self.db.read() as conn:
+            return [Domain(**row._mapping) for row in await conn.execute(stmt)]
+
+    async def resume(self, domain: str) -> bool:
+        """Clear the domain's pause now. False if it has no row (no job ever named it)."""
+        stmt = (
+            sa.update(domains)
+            .where(domains.c.domain == domain.lower())
+            .values(paused_until=None, pause_reason=None, updated_at=self.clock())
+        )
+        async with self.db.write() as conn:
+            found = (await conn.execute(stmt)).rowcount == 1
+            if found:
+                # Its jobs are due again: wake the workers of other processes too.
+                await self.db.backend.notify(conn)
+        return found
+
+    async def overview(
+        self, now: datetime, limit: int = 1000, domain: str | None = None
+    ) -> list[DomainOverview]:
+        """Domains with work or a state worth seeing (pending or running jobs, a pause, a
+        failure streak), by name: what `GET /domains` shows. With `domain`, just that one."""
+        pending = (
+            sa.select(
+                jobs.c.domain,
+                sa.func.count().label("pending"),
+                sa.func.min(jobs.c.created_at).label("oldest"),
+            )
+            .where(status_is(JobStatus.PENDING))
+            .group_by(jobs.c.domain)
+            .subquery()
+        )
+        stmt = (
+            sa.select(domains, pending.c.pending, pending.c.oldest)
+            .select_from(domains.outerjoin(pending, pending.c.domain == domains.c.domain))
+            .order_by(domains.c.domain)
+            .limit(limit)
+        )
+        if domain is None:
+            stmt = stmt.where(
+                sa.or_(
+                    pending.c.pending > 0,
+                    domains.c.in_flight > 0,
+                    domains.c.paused_until > now,
+                    domains.c.consecutive_failures > 0,
+                )
+            )
+        else:
+            stmt = stmt.where(domains.c.domain == domain.lower())
+        async with self.db.read() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [
+            DomainOverview(
+                domain=row.domain,
+                paused_until=row.paused_until
+                if row.paused_until and row.paused_until > now
+                else None,
+                pause_reason=row.pause_reason
+                if row.paused_until and row.paused_until > now
+                else None,
+                consecutive_failures=row.consecutive_failures,
+                in_flight=row.in_flight,
+                pending=row.pending or 0,
+                oldest_pending_age_seconds=(
+                    None if row.oldest is None else (now - _utc(row.oldest)).total_seconds()
+                ),
+            )
+            for row in rows
+        ]
+
+
+def _utc(moment: datetime) -> datetime:
+    # min() over a subquery column comes back untyped on SQLite: a naive UTC value or text.
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

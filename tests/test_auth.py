@@ -1,0 +1,82 @@
+"""API keys: every job endpoint needs one, and a tenant sees only its own jobs."""
+
+import pytest
+
+from tests.conftest import running_app
+
+KEY_A = "a" * 20
+KEY_B = "b" * 20
+ADMIN = "c" * 20
+URL = "http://example.test/"
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+async def client(make_settings):
+    keys = {KEY_A: "tenant-a", KEY_B: "tenant-b", ADMIN: "*"}
+    async with running_app(make_settings(worker_enabled=False, api_keys=keys)) as (_, client):
+        yield client
+
+
+async def test_no_or_wrong_key_is_401_problem(client):
+    """Without a valid key the API answers 401 problem+json with a Bearer challenge."""
+    for headers in ({}, auth("nope" * 5), {"Authorization": "Basic eDp5"}):
+        response = await client.get("/jobs", headers=headers)
+        assert 401 == response.status_code
+        assert "application/problem+json" == response.headers["content-type"]
+        assert "Bearer" == response.headers["www-authenticate"]
+
+
+async def test_health_and_docs_need_no_key(client):
+    """Probes and documentation stay open."""
+    for path in ("/healthz", "/readyz", "/docs", "/openapi.json"):
+        assert 200 == (await client.get(path)).status_code, path
+
+
+async def test_a_tenant_cannot_see_or_touch_another_tenants_jobs(client):
+    """Tenant B gets 404 for tenant A's job everywhere; lists and stats are per tenant."""
+    created = await client.post("/jobs", json={"url": URL}, headers=auth(KEY_A))
+    job = created.json()
+    assert "tenant-a" == job["tenant"]
+    for method, path in [
+        ("GET", f"/jobs/{job['id']}"),
+        ("GET", f"/jobs/{job['id']}/attempts"),
+        ("POST", f"/jobs/{job['id']}/retry"),
+        ("POST", f"/jobs/{job['id']}/cancel"),
+    ]:
+        response = await client.request(method, path, headers=auth(KEY_B))
+        assert 404 == response.status_code, path
+    b_list = (await client.get("/jobs", headers=auth(KEY_B))).json()["items"]
+    b_list_forced = (
+        await client.get("/jobs", params={"tenant": "tenant-a"}, headers=auth(KEY_B))
+    ).json()["items"]
+    b_stats = (await client.get("/stats", headers=auth(KEY_B))).json()["counts"]
+    a_job = await client.get(f"/jobs/{job['id']}", headers=auth(KEY_A))
+    admin_list = (await client.get("/jobs", headers=auth(ADMIN))).json()["items"]
+    assert ([], []) == (b_list, b_list_forced)
+    assert 0 == b_stats["pending"]
+    assert 200 == a_job.status_code
+    assert [job["id"]] == [j["id"] for j in admin_list]
+
+
+async def test_a_tenant_key_submits_only_for_its_tenant(client):
+    """A tenant key cannot submit into another tenant; the admin key may."""
+    other = await client.post("/jobs", json={"url": URL, "tenant": "tenant-b"}, headers=auth(KEY_A))
+    admin = await client.post("/jobs", json={"url": URL, "tenant": "tenant-b"}, headers=auth(ADMIN))
+    assert 403 == other.status_code
+    assert ("tenant-b", 201) == (admin.json()["tenant"], admin.status_code)
+
+
+async def test_domains_are_admin_only(client):
+    """Domain state and resume need the admin key."""
+    assert 403 == (await client.get("/domains", headers=auth(KEY_A))).status_code
+    assert 200 == (await client.get("/domains", headers=auth(ADMIN))).status_code
+
+
+async def test_bulk_retry_stays_in_the_tenant(client):
+    """A tenant's bulk retry requeues nothing of another tenant's."""
+    response = await client.post("/jobs/retry", params={"status": "dead"}, headers=auth(KEY_B))
+    assert {"requeued": 0} == response.json()

@@ -1,0 +1,258 @@
+"""`ingest jobs ...` and `ingest stats` through typer's CliRunner, on a real database.
+
+The tests are plain functions: the commands run `asyncio.run` themselves. The jobs they
+look at were made by the real app and worker against a local server.
+"""
+
+import asyncio
+import json
+import re
+import socket
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from app.cli import cli
+from tests.conftest import eventually, running_app, wait_for_status
+from tests.webserver import Reply
+
+runner = CliRunner()
+
+
+def ingest(*args: str) -> Result:
+    return runner.invoke(cli, list(args))
+
+
+def one_line_error(result: Result) -> str:
+    """The error a failed command printed: exactly one line on stderr, no traceback."""
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert 1 == len(lines), result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def made(database_url, make_settings, web, monkeypatch, tmp_path) -> dict[str, dict]:
+    """A succeeded, a dead (404), a waiting (503, backoff 600 s) and a cancelled job, as the
+    API returns them; the CLI is pointed at their database."""
+
+    async def make() -> dict[str, dict]:
+        settings = make_settings(backoff_base_seconds=600, backoff_max_seconds=600)
+        async with running_app(settings) as (_, client):
+
+            async def submit(url: str, **fields: object) -> str:
+                response = await client.post("/jobs", json={"url": url, **fields})
+                assert 201 == response.status_code, response.text
+                return response.json()["id"]
+
+            ok = await submit(web.script("/ok", Reply(200)), tenant="shop")
+            gone = await submit(web.script("/gone", Reply(404)))
+            await wait_for_status(client, ok, "succeeded")
+            await wait_for_status(client, gone, "dead")
+            waiting = await submit(web.script("/down", Reply(503)))
+
+            async def retry_pending() -> bool:
+                job = (await client.get(f"/jobs/{waiting}")).json()
+                return job["status"] == "pending" and job["retry_after"] is not None
+
+            await eventually(retry_pending)
+            later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+            cancelled = await submit(web.url("/never"), not_before=later)
+            assert 200 == (await client.post(f"/jobs/{cancelled}/cancel")).status_code
+            made = {}
+            for name, job_id in [
+                ("ok", ok),
+                ("gone", gone),
+                ("waiting", waiting),
+                ("cancelled", cancelled),
+            ]:
+                made[name] = (await client.get(f"/jobs/{job_id}")).json()
+            made["gone_attempts"] = (await client.get(f"/jobs/{gone}/attempts")).json()
+            made["stats"] = (await client.get("/stats")).json()
+            return made
+
+    jobs = asyncio.run(make())
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.setenv("INGEST_DATABASE_URL", database_url)
+    return jobs
+
+
+def test_list_shows_a_table_of_every_job(made):
+    """The table: id, URL, status (with dead reason), attempts/max, retry time, last error."""
+    result = ingest("jobs", "list")
+    assert 0 == result.exit_code, result.output
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
+    gone, waiting = rows[made["gone"]["id"]], rows[made["waiting"]["id"]]
+    assert made["gone"]["url"] in gone
+    assert re.search(r"dead \(fatal\)\s+1/4\s+-\s+fatal HTTPStatus 404", gone), gone
+    assert re.search(r"pending\s+1/4\s+\d\d:\d\d:\d\d \(in (9m5\ds|10m00s)\)", waiting), waiting
+    assert "transient HTTPStatus 503" in waiting
+    assert {made[name]["id"] for name in ("ok", "gone", "waiting", "cancelled")} <= set(rows)
+
+
+def test_list_json_is_the_api_model(made):
+    """--json prints one line per job, each equal to what GET /jobs/{id} answers."""
+    result = ingest("jobs", "list", "--status", "dead", "--json")
+    assert 0 == result.exit_code, result.output
+    assert [made["gone"]] == [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_list_filters(made):
+    """--status takes several, --tenant and --domain filter, --limit keeps the newest."""
+
+    def ids(*args: str) -> list[str]:
+        result = ingest("jobs", "list", "--json", *args)
+        assert 0 == result.exit_code, result.output
+        return [json.loads(line)["id"] for line in result.stdout.splitlines()]
+
+    assert {made["waiting"]["id"], made["cancelled"]["id"]} == set(
+        ids("--status", "pending,cancelled")
+    )
+    assert [made["ok"]["id"]] == ids("--tenant", "shop")
+    assert [] == ids("--domain", "elsewhere.example")
+    assert 4 == len(ids("--domain", made["ok"]["domain"]))
+    assert [made["cancelled"]["id"]] == ids("--limit", "1")
+
+
+def test_list_rejects_an_unknown_status(made):
+    """A status name that does not exist is a one-line usage error (exit 2)."""
+    result = ingest("jobs", "list", "--status", "lost")
+    assert 2 == result.exit_code
+    assert one_line_error(result).startswith("error: --status takes pending, running,")
+
+
+def test_show_prints_the_job_and_its_attempts(made):
+    """`jobs show` prints the job's fields and one row per attempt."""
+    gone = made["gone"]
+    result = ingest("jobs", "show", gone["id"])
+    assert 0 == result.exit_code, result.output
+    assert gone["url"] in result.stdout
+    assert re.search(r"status\s+dead \(fatal\)", result.stdout)
+    assert re.search(r"last error\s+fatal HTTPStatus 404: HTTP 404", result.stdout)
+    assert re.search(
+        r"^1\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\d+\s+fatal\s+HTTPStatus\s+404", result.stdout, re.M
+    )
+
+
+def test_show_json_matches_the_api(made):
+    """`jobs show --json` is the API's job and its attempts."""
+    gone, attempts = made["gone"], made["gone_attempts"]["items"]
+    result = ingest("jobs", "show", gone["id"], "--json")
+    assert 0 == result.exit_code, result.output
+    assert {"job": gone, "attempts": attempts} == json.loads(result.stdout)
+
+
+def test_retry_a_dead_job_then_a_conflict(made):
+    """Retrying a dead job makes it pending with a fresh budget; a succeeded one is refused."""
+    gone, ok = made["gone"]["id"], made["ok"]["id"]
+    result = ingest("jobs", "retry", gone)
+    assert 0 == result.exit_code, result.output
+    assert f"job {gone}: pending, due now, attempts 0/4\n" == result.stdout
+    shown = json.loads(ingest("jobs", "show", gone, "--json").stdout)["job"]
+    assert ("pending", 0, None) == (shown["status"], shown["attempts"], shown["dead_reason"])
+    refused = ingest("jobs", "retry", ok)
+    assert 1 == refused.exit_code
+    assert f"error: job {ok} is succeeded; cannot retry" == one_line_error(refused)
+
+
+def test_retry_all_dead_by_domain(made):
+    """--all-dead requeues every dead job, of one domain with --domain."""
+    none = ingest("jobs", "retry", "--all-dead", "--domain", "Elsewhere.example")
+    assert "requeued 0 dead jobs of elsewhere.example\n" == none.stdout
+    some = ingest("jobs", "retry", "--all-dead")
+    assert "requeued 1 dead job\n" == some.stdout
+    assert "" == ingest("jobs", "list", "--status", "dead", "--json").stdout
+
+
+def test_retry_needs_an_id_or_all_dead(made):
+    """Neither, both, or --domain without --all-dead: one-line usage errors."""
+    for args in ([], [made["gone"]["id"], "--all-dead"], [made["gone"]["id"], "--domain", "x"]):
+        result = ingest("jobs", "retry", *args)
+        assert 2 == result.exit_code, args
+        assert one_line_error(result).startswith("error: ")
+
+
+def test_cancel_a_pending_job_then_again(made):
+    """A pending job is cancelled; cancelling it again is a state conflict."""
+    waiting = made["waiting"]["id"]
+    assert f"job {waiting}: cancelled\n" == ingest("jobs", "cancel", waiting).stdout
+    again = ingest("jobs", "cancel", waiting)
+    assert 1 == again.exit_code
+    assert f"error: job {waiting} is cancelled; cannot cancel" == one_line_error(again)
+
+
+@pytest.mark.parametrize("command", [["show"], ["retry"], ["cancel"]])
+def test_an_unknown_id_is_one_line(made, command):
+    """An id that names no job: exit 1 and `error: no job <id>`."""
+    result = ingest("jobs", *command, "no-such-job")
+    assert 1 == result.exit_code
+    assert "error: no job no-such-job" == one_line_error(result)
+
+
+def test_stats(made):
+    """`ingest stats` counts what GET /stats counts; --json is its model."""
+    result = ingest("stats", "--json")
+    assert 0 == result.exit_code, result.output
+    assert made["stats"]["counts"] == json.loads(result.stdout)["counts"]
+    table = ingest("stats").stdout
+    assert re.search(r"^succeeded\s+1$", table, re.M), table
+    assert re.search(r"^oldest pending job: \d", table, re.M), table
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_postgresql_is_one_line(monkeypatch, tmp_path):
+    """Nothing listens on the port: exit 1, one line naming the database, no password."""
+    monkeypatch.chdir(tmp_path)
+    port = closed_port()
+    monkeypatch.setenv("INGEST_DATABASE_URL", f"postgresql://ingest:s3cret@127.0.0.1:{port}/x")
+    for args in (["jobs", "list"], ["jobs", "retry", "--all-dead"], ["stats"]):
+        result = ingest(*args)
+        assert 1 == result.exit_code, args
+        line = one_line_error(result)
+        assert line.startswith(f"error: database postgresql://ingest:***@127.0.0.1:{port}/x: ")
+        assert "s3cret" not in result.output
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory"])
+def test_no_sqlite_file_is_one_line_and_none_is_created(monkeypatch, tmp_path: Path, kind):
+    """A SQLite path with no database file: exit 1, one line; no empty file is left behind."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "nowhere" / "ingest.db"
+    if kind == "directory":
+        path.mkdir(parents=True)
+    monkeypatch.setenv("INGEST_DATABASE_URL", f"sqlite:///{path}")
+    result = ingest("jobs", "list")
+    assert 1 == result.exit_code
+    assert f"error: no SQLite database at {path} (create it: ingest db upgrade)" == (
+        one_line_error(result)
+    )
+    assert (kind == "directory") == path.parent.exists()
+
+
+def test_unmigrated_sqlite_file_is_one_line(monkeypatch, tmp_path: Path):
+    """A SQLite file without the tables: exit 1 with the driver's message on one line."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "ingest.db"
+    path.touch()
+    monkeypatch.setenv("INGEST_DATABASE_URL", f"sqlite:///{path}")
+    result = ingest("stats")
+    assert 1 == result.exit_code
+    assert f"error: database sqlite:///{path}: no such table: jobs" == one_line_error(result)
+
+
+def test_invalid_settings_are_one_line(monkeypatch, tmp_path):
+    """An invalid INGEST_ variable: exit 2 and one line naming it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INGEST_MAX_ATTEMPTS", "zero")
+    result = ingest("stats")
+    assert 2 == result.exit_code
+    assert one_line_error(result).startswith("error: invalid settings: INGEST_MAX_ATTEMPTS: ")

@@ -1,0 +1,199 @@
+"""In a real browser: Debian's headless Chromium, driven by Playwright, against the app served
+by uvicorn on 127.0.0.1 (a real server, in a thread, on a free port).
+
+SQLite only, to keep the suite fast. Without /usr/bin/chromium these tests skip, and fail
+instead when INGEST_TEST_REQUIRE_BROWSER is set (CI). Screenshots go to the test's tmp_path,
+and the dashboard's also to the folder INGEST_TEST_SCREENSHOTS names, if set
+(`INGEST_TEST_SCREENSHOTS=docs` refreshes the one README shows).
+"""
+
+import asyncio
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
+
+from app.main import create_app
+from app.settings import Settings
+from tests.test_dashboard import PAUSED_DOMAIN, seed
+from tests.webserver import ScriptedServer
+
+T = TypeVar("T")
+
+CHROMIUM = "/usr/bin/chromium"
+# Without the background-networking flags Chromium dials Google's hosts at every start.
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def database_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """SQLite only: replaces conftest's fixture that runs every test on both backends."""
+    path = tmp_path / "ingest.db"
+    shutil.copy(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).is_file():
+        message = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+        if os.environ.get("INGEST_TEST_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@contextmanager
+def serving(app: FastAPI) -> Iterator[str]:
+    """Run the app under uvicorn on 127.0.0.1 in a thread; yields its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            pytest.fail("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def only_the_service(page: Page, base_url: str) -> list[str]:
+    """Abort every request that is not to the service; returns the list of those attempted."""
+    attempted: list[str] = []
+    service = urlsplit(base_url).netloc
+
+    def route(route_) -> None:
+        url = route_.request.url
+        if urlsplit(url).netloc == service:
+            route_.continue_()
+        else:
+            attempted.append(url)
+            route_.abort()
+
+    page.route("**/*", route)
+    return attempted
+
+
+def run_apart(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on a thread of its own: Playwright's sync API holds this thread's loop."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def screenshot(page: Page, directory: Path, name: str, publish: bool = False) -> None:
+    page.screenshot(path=directory / name, full_page=True)
+    published = os.environ.get("INGEST_TEST_SCREENSHOTS")
+    if publish and published:
+        page.screenshot(path=Path(published) / name, full_page=True)
+
+
+def test_dashboard_retry_resume_and_history(
+    browser: Browser,
+    make_settings: Callable[..., Settings],
+    web: ScriptedServer,
+    tmp_path: Path,
+):
+    """Click Retry on the dead job: it is pending. Click Resume: the pause is gone."""
+    seeded = run_apart(seed(make_settings, web))
+    with serving(create_app(make_settings(worker_enabled=False))) as base:
+        page = browser.new_page(viewport={"width": 1360, "height": 720})
+        outside = only_the_service(page, base)
+        page.goto(f"{base}/dashboard")
+        dead_row = page.locator(f'#dead tr[data-job-id="{seeded.dead}"]')
+        expect(dead_row).to_contain_text("HTTPStatus: HTTP 404")
+        expect(page.locator(f'#waiting tr[data-job-id="{seeded.waiting}"]')).to_be_visible()
+        expect(page.locator(f'#paused tr[data-domain="{PAUSED_DOMAIN}"]')).to_be_visible()
+        screenshot(page, tmp_path, "dashboard.png", publish=True)
+
+        dead_row.get_by_role("button", name="Retry").click()
+        expect(page.get_by_role("status")).to_have_text(f"Job {seeded.dead} is pending again.")
+        expect(dead_row).to_have_count(0)
+        expect(page.locator('[data-status="dead"] .n')).to_have_text("0")
+        assert "pending" == httpx.get(f"{base}/jobs/{seeded.dead}").json()["status"]
+
+        page.locator(f'#paused tr[data-domain="{PAUSED_DOMAIN}"]').get_by_role(
+            "button", name="Resume"
+        ).click()
+        expect(page.get_by_role("status")).to_have_text(f"Domain {PAUSED_DOMAIN} resumed.")
+        expect(page.locator("#paused")).to_contain_text("No domain is paused.")
+
+        page.goto(f"{base}/dashboard/jobs/{seeded.dead}")
+        expect(page.locator('[data-field="status"]')).to_have_text("pending")
+        expect(page.locator("#attempts tbody tr")).to_have_count(1)
+        expect(page.locator("#attempts tbody tr")).to_contain_text("HTTP 404")
+        screenshot(page, tmp_path, "job.png")
+    assert [] == outside
+
+
+def test_swagger_ui_renders_with_no_network_beyond_the_service(
+    browser: Browser, make_settings: Callable[..., Settings]
+):
+    """/docs lists every operation, and no request left 127.0.0.1."""
+    app = create_app(make_settings(worker_enabled=False))
+    operations = sum(len(path) for path in app.openapi()["paths"].values())
+    with serving(app) as base:
+        page = browser.new_page()
+        outside = only_the_service(page, base)
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"{base}/docs")
+        expect(page.locator(".opblock").first).to_be_visible()
+        assert operations == page.locator(".opblock").count()
+        assert ([], []) == (outside, errors)
+
+
+def test_with_api_keys_a_browser_signs_in_with_an_admin_key(
+    browser: Browser, make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """Keys set: no key or a tenant's key is refused; the admin key opens it and posts."""
+    admin, shop = "admin-key-0123456789", "shop-key-0123456789"
+    seeded = run_apart(seed(make_settings, web))
+    settings = make_settings(worker_enabled=False, api_keys=f"{admin}:*,{shop}:shop")
+    with serving(create_app(settings)) as base:
+        # Without credentials, headless Chromium gives up on the Basic challenge.
+        with pytest.raises(PlaywrightError, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            browser.new_context().new_page().goto(f"{base}/dashboard")
+        challenge = httpx.get(f"{base}/dashboard")
+        tenant = browser.new_context(http_credentials={"username": "ops", "password": shop})
+        refused = tenant.new_page().goto(f"{base}/dashboard")
+        operator = browser.new_context(http_credentials={"username": "ops", "password": admin})
+        page = operator.new_page()
+        signed_in = page.goto(f"{base}/dashboard")
+        page.locator(f'tr[data-job-id="{seeded.dead}"]').get_by_role("button", name="Retry").click()
+        expect(page.get_by_role("status")).to_have_text(f"Job {seeded.dead} is pending again.")
+    assert 401 == challenge.status_code
+    assert challenge.headers["www-authenticate"].startswith("Basic ")
+    assert (401, 200) == (refused and refused.status, signed_in and signed_in.status)

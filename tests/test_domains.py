@@ -1,0 +1,121 @@
+"""Domain- and tenant-aware scheduling end to end, against real local servers."""
+
+import logging
+
+import pytest
+
+from tests.conftest import eventually, running_app, wait_for_status
+from tests.test_processes import worker_process
+from tests.webserver import Reply, ScriptedServer
+
+
+@pytest.fixture
+def other_web():
+    """A second server: another port is another domain."""
+    with ScriptedServer() as server:
+        yield server
+
+
+async def submit(client, url: str, **fields) -> dict:
+    response = await client.post("/jobs", json={"url": url, **fields})
+    assert 201 == response.status_code, response.text
+    return response.json()
+
+
+async def test_rate_limit_pauses_the_domain_and_nothing_else(make_settings, web, other_web, caplog):
+    """A 429 with Retry-After pauses its domain: its other jobs wait without spending
+    attempts, other domains flow, and the paused jobs run after the pause."""
+    caplog.set_level(logging.WARNING, logger="ingest.worker")
+    first = web.script("/first", Reply(429, headers={"Retry-After": "2"}), Reply(200))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, first)
+
+        async def deferred() -> bool:
+            return (await client.get(f"/jobs/{job['id']}")).json()["deferrals"] == 1
+
+        await eventually(deferred)
+        same = [await submit(client, web.url(f"/same/{i}")) for i in range(3)]
+        others = [await submit(client, other_web.url(f"/other/{i}")) for i in range(3)]
+        for other in others:
+            await wait_for_status(client, other["id"], "succeeded", timeout=1.5)
+        waiting = [(await client.get(f"/jobs/{j['id']}")).json() for j in same]
+        domains = {d["domain"]: d for d in (await client.get("/domains")).json()["items"]}
+        for j in same:
+            await wait_for_status(client, j["id"], "succeeded", timeout=10)
+    domain = job["domain"]
+    assert [("pending", 0)] * 3 == [(j["status"], j["attempts"]) for j in waiting]
+    assert domains[domain]["paused_until"] is not None
+    assert domains[domain]["pending"] >= 3
+    limited_at = web.hits["/first"][0]
+    assert all(web.hits[f"/same/{i}"][0] - limited_at >= 1.9 for i in range(3))
+    assert any(
+        f"domain {domain} paused until" in r.getMessage()
+        and r.getMessage().endswith("(HTTP 429, Retry-After 2s)")
+        for r in caplog.records
+    )
+
+
+async def test_resume_clears_a_pause(make_settings, web):
+    """POST /domains/{domain}/resume lets a paused domain's jobs run at once."""
+    url = web.script("/long", Reply(429, headers={"Retry-After": "3600"}), Reply(200))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+
+        async def paused() -> bool:
+            items = (await client.get("/domains")).json()["items"]
+            return any(d["paused_until"] for d in items)
+
+        await eventually(paused)
+        await submit(client, web.url("/after"))
+        resumed = await client.post(f"/domains/{job['domain']}/resume")
+        await eventually(lambda: _hit(web, "/after"), timeout=3)
+        unknown = await client.post("/domains/nowhere.test/resume")
+    assert (200, None) == (resumed.status_code, resumed.json()["paused_until"])
+    assert 404 == unknown.status_code
+
+
+async def _hit(web, path: str) -> bool:
+    return web.count(path) > 0
+
+
+async def test_in_flight_limit_holds_across_two_worker_processes(database_url, make_settings, web):
+    """Two worker processes never run more than INGEST_DOMAIN_MAX_IN_FLIGHT fetches on one
+    domain at once (the server counts concurrent requests)."""
+    for i in range(24):
+        web.script(f"/slow/{i}", Reply(delay=0.3))
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        body = {"jobs": [{"url": web.url(f"/slow/{i}")} for i in range(24)]}
+        assert 201 == (await client.post("/jobs/batch", json=body)).status_code
+        limits = {"domain_max_in_flight": 3, "worker_concurrency": 8, "poll_interval_seconds": 0.1}
+        with worker_process(database_url, **limits), worker_process(database_url, **limits):
+
+            async def drained() -> bool:
+                return (await client.get("/stats")).json()["counts"]["succeeded"] == 24
+
+            await eventually(drained, timeout=30)
+        domains = (await client.get("/domains")).json()["items"]
+    assert 3 == web.max_in_flight
+    assert [] == domains, "every fetch slot was given back (in_flight 0, nothing to show)"
+
+
+async def test_a_small_tenant_is_not_starved(make_settings, web):
+    """With one slot, tenant B's 5 jobs submitted after tenant A's 100 finish before A's
+    10th."""
+    settings = make_settings(worker_concurrency=1, domain_max_in_flight=100)
+    async with running_app(settings) as (_, client):
+        big = {"jobs": [{"url": web.url(f"/a/{i}"), "tenant": "a"} for i in range(100)]}
+        small = {"jobs": [{"url": web.url(f"/b/{i}"), "tenant": "b"} for i in range(5)]}
+        assert 201 == (await client.post("/jobs/batch", json=big)).status_code
+        assert 201 == (await client.post("/jobs/batch", json=small)).status_code
+        await eventually(lambda: _all_done(web, "/b/", 5), timeout=10)
+    order = sorted(
+        (times[0], path) for path, times in web.hits.items() if path.startswith(("/a/", "/b/"))
+    )
+    paths = [path for _, path in order]
+    last_b = max(paths.index(f"/b/{i}") for i in range(5))
+    a_before = [p for p in paths[:last_b] if p.startswith("/a/")]
+    assert len(a_before) < 10, paths[: last_b + 1]
+
+
+async def _all_done(web, prefix: str, n: int) -> bool:
+    return all(web.count(f"{prefix}{i}") for i in range(n))

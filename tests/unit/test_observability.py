@@ -1,0 +1,246 @@
+"""app.observability: each transition's text line, its JSON event field by field, its counts."""
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from app import observability as events
+from app.fetcher import FetchResult
+from app.metrics import Metrics, exposition
+from app.policy import Failure, MarkDead, Reschedule
+from app.scheduling import DomainPause
+from app.states import DeadReason, ErrorKind
+from app.store.queue import Lease, Reclaimed
+
+NOW = datetime(2026, 11, 30, 3, 12, 4, 411000, tzinfo=UTC)
+LEASE = Lease(
+    id="job-1",
+    url="https://example.com/a",
+    domain="example.com",
+    tenant="shop",
+    attempt=2,
+    max_attempts=4,
+    deferrals=0,
+    worker_id="w",
+    claimed_at=NOW,
+    due_at=NOW - timedelta(seconds=3),
+)
+RESULT = FetchResult(200, "https://example.com/a", "text/html", 1256, "0" * 64, "A page")
+HTTP_503 = Failure(ErrorKind.TRANSIENT, "HTTPStatus", "HTTP 503", 503)
+
+
+@pytest.fixture(autouse=True)
+def _info(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ingest")
+
+
+def as_json(record: logging.LogRecord) -> dict:
+    return json.loads(events.JsonFormatter().format(record))
+
+
+def counted(metrics: Metrics) -> dict[tuple[str, tuple], float]:
+    text = exposition(metrics, None).decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if not sample.name.endswith("_created")
+    }
+
+
+def test_success_event(caplog):
+    """A success: its sentence, and a JSON event with every job field."""
+    events.job_succeeded(LEASE, RESULT, 52)
+    [record] = caplog.records
+    assert "job job-1 attempt 2/4 succeeded: HTTP 200, 1256 bytes" == record.getMessage()
+    assert {
+        "level": "INFO",
+        "logger": "ingest.worker",
+        "message": "job job-1 attempt 2/4 succeeded: HTTP 200, 1256 bytes",
+        "event": "job.succeeded",
+        "job_id": "job-1",
+        "tenant": "shop",
+        "domain": "example.com",
+        "attempt": 2,
+        "max_attempts": 4,
+        "status": "succeeded",
+        "outcome": "succeeded",
+        "error_kind": None,
+        "error_type": None,
+        "http_status": 200,
+        "next_retry_at": None,
+        "dead_reason": None,
+        "deferrals": 0,
+        "duration_ms": 52,
+    } == {k: v for k, v in as_json(record).items() if k != "time"}
+
+
+def test_rescheduled_failure_event(caplog):
+    """A transient failure that will be retried: pending, next_retry_at, no dead_reason."""
+    decision = Reschedule(NOW + timedelta(seconds=60), 60.0)
+    events.job_failed(LEASE, HTTP_503, decision, 7)
+    [record] = caplog.records
+    line = as_json(record)
+    assert (
+        "job job-1 attempt 2/4 failed: HTTP 503 (transient); "
+        "will retry at 2026-11-30T03:13:04.411Z (in 60s)"
+    ) == line["message"]
+    expected = {
+        "event": "job.failed",
+        "status": "pending",
+        "outcome": "transient",
+        "error_kind": "transient",
+        "error_type": "HTTPStatus",
+        "http_status": 503,
+        "next_retry_at": "2026-11-30T03:13:04.411Z",
+        "dead_reason": None,
+        "deferrals": 0,
+        "duration_ms": 7,
+    }
+    assert expected == {k: line[k] for k in expected}
+
+
+def test_dead_failure_event(caplog):
+    """A failure that kills the job: dead, its reason, no next_retry_at."""
+    gone = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
+    events.job_failed(LEASE, gone, MarkDead(DeadReason.FATAL), 3)
+    [record] = caplog.records
+    line = as_json(record)
+    assert "job job-1 attempt 2/4 failed: HTTP 404 (fatal); dead (fatal)" == line["message"]
+    expected = {"status": "dead", "outcome": "fatal", "dead_reason": "fatal", "next_retry_at": None}
+    assert expected == {k: line[k] for k in expected}
+
+
+def test_rate_limited_event_counts_the_deferral(caplog):
+    """A rate-limited answer that defers the job reports the deferral it used."""
+    limited = Failure(ErrorKind.RATE_LIMITED, "HTTPStatus", "HTTP 429", 429)
+    decision = Reschedule(NOW + timedelta(seconds=120), 120.0)
+    events.job_failed(LEASE, limited, decision, 4, deferral="1/20")
+    [record] = caplog.records
+    line = as_json(record)
+    assert line["message"].endswith("(in 120s), attempt not spent (deferral 1/20)")
+    assert ("rate_limited", "rate_limited", 1) == (
+        line["outcome"],
+        line["error_kind"],
+        line["deferrals"],
+    )
+
+
+def test_unexpected_failure_carries_its_traceback(caplog):
+    """An unclassified exception logs at ERROR, and the JSON line has its traceback."""
+    try:
+        raise KeyError("boom")
+    except KeyError as exc:
+        odd = Failure(ErrorKind.FATAL, "KeyError", "'boom'", unexpected=exc)
+    events.job_failed(LEASE, odd, MarkDead(DeadReason.FATAL), 1)
+    [record] = caplog.records
+    line = as_json(record)
+    assert ("ERROR", "KeyError") == (line["level"], line["error_type"])
+    assert "KeyError: 'boom'" in line["traceback"]
+
+
+def test_reclaimed_released_and_lost_events(caplog):
+    """Interruptions: taken back (pending or dead), handed back, finished too late."""
+    events.job_reclaimed(Reclaimed("job-2", 4, 4, True, "shop", "example.com"))
+    events.job_released(LEASE)
+    events.job_lease_lost(LEASE, RESULT, 90)
+    reclaimed, released, lost = (as_json(r) for r in caplog.records)
+    assert (
+        "job job-2 attempt 4/4 interrupted: lease expired; dead (lease_expired)"
+        == (reclaimed["message"])
+    )
+    assert ("job.reclaimed", "dead", "lease_expired", "interrupted", "LeaseExpired") == (
+        reclaimed["event"],
+        reclaimed["status"],
+        reclaimed["dead_reason"],
+        reclaimed["outcome"],
+        reclaimed["error_type"],
+    )
+    assert ("shop", "example.com") == (reclaimed["tenant"], reclaimed["domain"])
+    assert ("job.released", "pending", "interrupted") == (
+        released["event"],
+        released["status"],
+        released["outcome"],
+    )
+    assert ("job.lease_lost", None, "succeeded", 90) == (
+        lost["event"],
+        lost["status"],
+        lost["outcome"],
+        lost["duration_ms"],
+    )
+
+
+def test_domain_pause_event(caplog):
+    """A domain pause: its sentence and its own event."""
+    events.domain_paused("example.com", DomainPause(NOW, "HTTP 429"))
+    [record] = caplog.records
+    line = as_json(record)
+    assert "domain example.com paused until 2026-11-30T03:12:04.411Z (HTTP 429)" == line["message"]
+    assert ("domain.paused", "example.com", "HTTP 429") == (
+        line["event"],
+        line["domain"],
+        line["reason"],
+    )
+
+
+def test_plain_records_have_no_event_fields():
+    """A record that is no transition is time, level, logger and message only."""
+    record = logging.LogRecord(
+        "ingest.worker", logging.INFO, __file__, 1, "worker %s up", ("w",), None
+    )
+    line = json.loads(events.JsonFormatter().format(record))
+    assert ["level", "logger", "message", "time"] == sorted(line)
+    assert "worker w up" == line["message"]
+
+
+def test_transitions_count_into_the_metrics_in_force():
+    """Counts go to the metrics of the context, and nowhere outside one."""
+    metrics = Metrics()
+    events.job_succeeded(LEASE, RESULT, 10)  # outside: counted nowhere
+    with events.recording(metrics):
+        events.jobs_submitted(3)
+        events.job_started(LEASE)
+        events.job_succeeded(LEASE, RESULT, 250)
+        events.job_failed(LEASE, HTTP_503, MarkDead(DeadReason.RETRIES_EXHAUSTED), 20)
+        events.job_reclaimed(Reclaimed("job-2", 1, 4, False, "shop", "example.com"))
+        events.domain_paused("example.com", DomainPause(NOW, "HTTP 429"))
+    events.jobs_submitted(5)  # outside again
+    got = counted(metrics)
+    assert 3 == got[("ingest_jobs_submitted_total", ())]
+    assert 1 == got[("ingest_attempts_total", (("error_type", ""), ("outcome", "succeeded")))]
+    assert (
+        1
+        == got[("ingest_attempts_total", (("error_type", "HTTPStatus"), ("outcome", "transient")))]
+    )
+    assert (
+        1
+        == got[
+            ("ingest_attempts_total", (("error_type", "LeaseExpired"), ("outcome", "interrupted")))
+        ]
+    )
+    assert 1 == got[("ingest_jobs_finished_total", (("dead_reason", ""), ("status", "succeeded")))]
+    finished_dead = (("dead_reason", "retries_exhausted"), ("status", "dead"))
+    assert 1 == got[("ingest_jobs_finished_total", finished_dead)]
+    assert 1 == got[("ingest_domain_pauses_total", ())]
+    assert 1 == got[("ingest_queue_lag_seconds_count", ())]
+    assert 3.0 == got[("ingest_queue_lag_seconds_sum", ())]
+    assert 0.25 == got[("ingest_fetch_duration_seconds_sum", (("outcome", "succeeded"),))]
+    assert 0 == got[("ingest_database_up", ())]
+
+
+def test_configure_logging_json_writes_one_object_per_line(capsys):
+    """INGEST_LOG_FORMAT=json: stderr gets one JSON object per record."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        events.configure_logging("INFO", "json")
+        events.job_succeeded(LEASE, RESULT, 5)
+        logging.getLogger("ingest.api").warning("plain")
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+    lines = capsys.readouterr().err.splitlines()
+    assert ["job.succeeded", None] == [json.loads(line).get("event") for line in lines]

@@ -1,0 +1,129 @@
+"""app.scheduling: when a failure pauses a domain, and which candidates a claim takes."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.policy import Failure
+from app.scheduling import Candidate, DomainPause, DomainState, choose, domain_pause
+from app.settings import Settings
+from app.states import ErrorKind
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def settings(**overrides) -> Settings:
+    values = {"backoff_base_seconds": 10, "backoff_max_seconds": 100, "backoff_jitter": 0.0}
+    return Settings(_env_file=None, **(values | overrides))
+
+
+def http(status: int, kind: ErrorKind, retry_after: str | None = None) -> Failure:
+    return Failure(kind, "HTTPStatus", f"HTTP {status}", status, retry_after)
+
+
+TIMEOUT = Failure(ErrorKind.TRANSIENT, "ConnectTimeout", "timed out")
+
+
+@pytest.mark.parametrize(
+    ("failure", "consecutive", "pause"),
+    [
+        (
+            http(429, ErrorKind.RATE_LIMITED, "120"),
+            1,
+            DomainPause(NOW + timedelta(seconds=120), "HTTP 429, Retry-After 120s"),
+        ),
+        (
+            http(429, ErrorKind.RATE_LIMITED),
+            1,
+            DomainPause(NOW + timedelta(seconds=10), "HTTP 429, 1 consecutive failures"),
+        ),
+        (
+            http(503, ErrorKind.RATE_LIMITED, "30"),
+            1,
+            DomainPause(NOW + timedelta(seconds=30), "HTTP 503, Retry-After 30s"),
+        ),
+        (
+            http(503, ErrorKind.TRANSIENT),
+            2,
+            DomainPause(NOW + timedelta(seconds=20), "HTTP 503, 2 consecutive failures"),
+        ),
+        (TIMEOUT, 2, None),
+        (
+            TIMEOUT,
+            3,
+            DomainPause(NOW + timedelta(seconds=40), "ConnectTimeout, 3 consecutive failures"),
+        ),
+        (http(500, ErrorKind.TRANSIENT), 1, None),
+        (
+            http(500, ErrorKind.TRANSIENT),
+            4,
+            DomainPause(NOW + timedelta(seconds=80), "HTTP 500, 4 consecutive failures"),
+        ),
+        (http(404, ErrorKind.FATAL), 9, None),
+        (Failure(ErrorKind.FATAL, "NameNotFound", "nx"), 9, None),
+    ],
+)
+def test_domain_pause(failure, consecutive, pause):
+    """429/503 pause at once (Retry-After, else backoff); other transients at the threshold;
+    fatal answers such as a 404 never."""
+    assert pause == domain_pause(failure, consecutive, NOW, settings(), rand=lambda: 0.5)
+
+
+def job(i: int, tenant: str = "a", domain: str = "d.test", priority: int = 0) -> Candidate:
+    return Candidate(f"j{i}", tenant, domain, priority, NOW - timedelta(seconds=100 - i))
+
+
+def ids(chosen: list[Candidate]) -> list[str]:
+    return [c.id for c in chosen]
+
+
+def test_priority_first_then_oldest():
+    """Higher priority wins over age; equal priority goes oldest first."""
+    candidates = [job(3), job(1), job(2, priority=5)]
+    assert ["j2", "j1", "j3"] == ids(choose(candidates, {"a": None}, {}, 3, NOW, settings()))
+
+
+def test_tenants_take_turns():
+    """Tenants alternate within one claim, the least recently served first."""
+    candidates = [job(i, "big") for i in range(5)] + [job(10 + i, "small") for i in range(2)]
+    served = {"big": NOW - timedelta(seconds=1), "small": None}
+    chosen = choose(candidates, served, {}, 5, NOW, settings())
+    assert ["small", "big", "small", "big", "big"] == [c.tenant for c in chosen]
+
+
+def test_priority_beats_fair_share():
+    """A tenant's higher-priority job goes before another tenant's turn."""
+    candidates = [job(1, "a", priority=1), job(2, "a", priority=1), job(3, "b")]
+    chosen = choose(candidates, {"a": NOW, "b": None}, {}, 3, NOW, settings())
+    assert ["j1", "j2", "j3"] == ids(chosen)
+
+
+def test_in_flight_limit_holds_within_a_claim():
+    """A domain with 6 of 8 fetches running gets 2 more; other domains fill the rest."""
+    candidates = [job(i) for i in range(5)] + [job(10, domain="e.test")]
+    domains = {"d.test": DomainState(in_flight=6)}
+    chosen = choose(candidates, {"a": None}, domains, 10, NOW, settings())
+    assert ["j0", "j1", "j10"] == ids(chosen)
+
+
+def test_min_interval_allows_one_start_per_domain():
+    """With a minimum interval, one claim starts at most one fetch per domain."""
+    candidates = [job(1), job(2), job(3, domain="e.test")]
+    chosen = choose(candidates, {"a": None}, {}, 10, NOW, settings(domain_min_interval_seconds=1))
+    assert ["j1", "j3"] == ids(chosen)
+
+
+def test_paused_or_waiting_domains_are_skipped():
+    """A paused domain, or one whose interval has not passed, starts nothing."""
+    candidates = [job(1, domain="p.test"), job(2, domain="w.test"), job(3)]
+    domains = {
+        "p.test": DomainState(0, paused_until=NOW + timedelta(seconds=1)),
+        "w.test": DomainState(0, next_start_at=NOW + timedelta(seconds=1)),
+        "d.test": DomainState(0, paused_until=NOW - timedelta(seconds=1)),
+    }
+    assert ["j3"] == ids(choose(candidates, {"a": None}, domains, 10, NOW, settings()))
+
+
+def test_limit_is_respected():
+    """Never more than the limit."""
+    assert 2 == len(choose([job(i) for i in range(5)], {"a": None}, {}, 2, NOW, settings()))
