@@ -14,6 +14,7 @@ import uvicorn
 import yaml
 
 from app import observability
+from app.cli_domains import domains
 from app.cli_jobs import fail, jobs_cli, load_settings, stats
 from app.clock import utc_now
 from app.fetcher import Fetcher
@@ -129,6 +130,7 @@ def openapi_yaml() -> str:
 
 cli.add_typer(jobs_cli, name="jobs")
 cli.command("stats")(stats)
+cli.command("domains")(domains)
 
 
 def main() -> None:

@@ -1,0 +1,45 @@
+"""`ingest domains`: the per-domain state every worker shares, and resuming a paused domain."""
+
+from typing import Annotated
+
+import typer
+
+from app.cli_jobs import fail, run_on_store
+from app.cli_tables import new_console, plain_table, when
+from app.clock import utc_now
+from app.store.domains import DomainOverview, DomainStore
+from app.store.jobs import JobStore
+
+
+def domains(
+    resume: Annotated[
+        str | None, typer.Option(help="Clear this domain's pause now, then list.")
+    ] = None,
+) -> None:
+    """Domains with pending or running jobs, a pause or a failure streak."""
+
+    async def run(store: JobStore) -> tuple[bool, list[DomainOverview]]:
+        domain_store = DomainStore(store.db, store.clock)
+        resumed = await domain_store.resume(resume) if resume else True
+        return resumed, await domain_store.overview(utc_now())
+
+    resumed, items = run_on_store(run)
+    if not resumed:
+        fail(f"no domain {resume}")
+    now = utc_now()
+    table = plain_table()
+    for column in ("domain", "paused until", "reason", "failures", "in flight", "pending"):
+        table.add_column(column)
+    for item in items:
+        table.add_row(
+            item.domain,
+            when(item.paused_until, now),
+            item.pause_reason or "-",
+            str(item.consecutive_failures),
+            str(item.in_flight),
+            str(item.pending),
+        )
+    console = new_console()
+    if resume:
+        console.print(f"resumed {resume.lower()}", highlight=False)
+    console.print(table)
