@@ -11,6 +11,8 @@ A job's life:
    a success stores the body and text in the same transaction (store/contents.py).
 6. A lease that expires (the worker died) is taken back (`Queue.reclaim_expired`).
 7. Operators list dead jobs and requeue them (`POST /jobs/{id}/retry`).
+8. A job with a `callback_url` is owed a signed POST with its last transition; the sender
+   (webhooks.py) claims and retries those deliveries like jobs (store/deliveries.py).
 """
 
 __version__ = "0.1.0"

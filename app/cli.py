@@ -23,7 +23,10 @@ from app.metrics import Metrics
 from app.observability import configure_logging
 from app.settings import Settings
 from app.store.database import Database, upgrade_to_head
+from app.store.deliveries import DeliveryStore
+from app.store.jobs import JobStore
 from app.store.queue import Queue
+from app.webhooks import Deliverer
 from app.worker import Worker
 
 # No local variables in a crash report: they hold settings, database URLs and their passwords.
@@ -87,14 +90,19 @@ async def _run_worker(settings: Settings, metrics: Metrics) -> None:
     database = Database(settings.database_url)
     fetcher = Fetcher(settings)
     worker = Worker(Queue(database, settings), fetcher, settings, utc_now)
+    deliverer = Deliverer(DeliveryStore(database), JobStore(database, utc_now), settings, utc_now)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, worker.stop)
+    sending = asyncio.create_task(deliverer.run(), name="webhooks")
     try:
         await asyncio.create_task(
             worker.run(), name="worker", context=observability.recording_into(metrics)
         )
     finally:
+        # Stopped after the worker has drained; what is owed and unsent waits in the table.
+        deliverer.stop()
+        await sending
         await fetcher.aclose()
         await database.dispose()
 

@@ -35,7 +35,7 @@ from app.store.tables import Attempt, Job
 
 T = TypeVar("T")
 
-jobs_cli = typer.Typer(help="Inspect jobs, retry and cancel them.", no_args_is_help=True)
+jobs_cli = typer.Typer(help="Inspect jobs, retry, cancel and delete them.", no_args_is_help=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="JSON (the API's job model) for scripts.")]
 DomainOpt = Annotated[str | None, typer.Option(help="Only jobs of this domain.")]
@@ -189,6 +189,13 @@ def cancel(job_id: str) -> None:
     """Cancel a pending job."""
     job = run_on_store(lambda store: store.cancel(job_id))
     typer.echo(f"job {job.id}: {job.status}")
+
+
+@jobs_cli.command("delete")
+def delete(job_id: str) -> None:
+    """Delete a succeeded, dead or cancelled job with its attempts and content."""
+    run_on_store(lambda store: store.delete(job_id))
+    typer.echo(f"job {job_id}: deleted")
 
 
 def stats(json_out: JsonFlag = False) -> None:

@@ -15,16 +15,18 @@ from fastapi_offline import FastAPIOffline
 
 import app as package
 from app import observability
-from app.api import content, dashboard, domains, jobs, metrics, ops, problems
+from app.api import content, dashboard, deliveries, domains, jobs, metrics, ops, problems
 from app.clock import Clock, utc_now
 from app.fetcher import Fetcher
 from app.guard import Resolver, system_resolver
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store.database import Database
+from app.store.deliveries import DeliveryStore
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore
 from app.store.queue import Queue
+from app.webhooks import Deliverer
 from app.worker import Worker
 
 log = logging.getLogger("ingest.api")
@@ -49,17 +51,24 @@ def create_app(
         app.state.database = database
         app.state.jobs = JobStore(database, clock)
         app.state.domains = DomainStore(database, clock)
+        app.state.deliveries = DeliveryStore(database)
         worker, task, fetcher = None, None, None
+        deliverer, sending = None, None
         if settings.worker_enabled:
             fetcher = Fetcher(settings, resolver=resolver)
             worker = Worker(Queue(database, settings), fetcher, settings, clock)
             app.state.jobs.on_submit = worker.notify
             recording = observability.recording_into(app_metrics)
             task = asyncio.create_task(worker.run(), name="worker", context=recording)
+            deliverer = Deliverer(app.state.deliveries, app.state.jobs, settings, clock, resolver)
+            sending = asyncio.create_task(deliverer.run(), name="webhooks")
         app.state.worker = worker
         try:
             yield
         finally:
+            if deliverer is not None and sending is not None:
+                deliverer.stop()
+                await sending
             if worker is not None and task is not None:
                 worker.stop()
                 await task
@@ -78,6 +87,7 @@ def create_app(
     problems.install(app)
     metrics.install(app, app_metrics)
     app.include_router(jobs.router)
+    app.include_router(deliveries.router)
     app.include_router(content.router)
     app.include_router(ops.router)
     app.include_router(domains.router)

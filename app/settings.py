@@ -8,7 +8,7 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_TRANSIENT_ERRORS = (
@@ -212,7 +212,8 @@ class Settings(BaseSettings):
     retention_days: float = Field(
         30.0,
         ge=0,
-        description="Days a succeeded job's stored content is kept; 0 keeps it forever.",
+        description="Days after they finish that succeeded and cancelled jobs (with their "
+        "attempts and content) are deleted; dead jobs stay. 0 keeps them forever.",
     )
 
     # Tenants
@@ -232,6 +233,18 @@ class Settings(BaseSettings):
         le=65535,
         description="Port on which `ingest worker` serves GET /metrics (0: none); "
         "`ingest serve` serves /metrics on its own port.",
+    )
+
+    # Webhooks: a POST to a job's callback_url when it succeeds or dies (app/webhooks.py)
+    webhook_secret: SecretStr = Field(
+        SecretStr(""),
+        description="HMAC-SHA256 key of the Ingest-Signature header; empty: sent unsigned.",
+    )
+    webhook_max_attempts: int = Field(
+        8, ge=1, le=100, description="POSTs a callback gets before its delivery is dead."
+    )
+    webhook_timeout_seconds: float = Field(
+        10.0, gt=0, description="Deadline for one callback POST, connect to answer."
     )
 
     @field_validator("transient_errors", mode="before")

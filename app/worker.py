@@ -26,7 +26,7 @@ from app.store.queue import Lease, Queue
 log = logging.getLogger("ingest.worker")
 
 PRUNE_INTERVAL_SECONDS = 300.0
-"""How often a worker deletes stored content past INGEST_RETENTION_DAYS."""
+"""How often a worker deletes finished jobs past INGEST_RETENTION_DAYS."""
 
 
 def new_worker_id() -> str:
@@ -80,7 +80,7 @@ class Worker:
             free = self.settings.worker_concurrency - len(self._inflight)
             try:
                 await self._reclaim_expired()
-                await self._prune_contents()
+                await self._prune()
                 leases = await self._claim(free) if free > 0 else []
                 # Slots left empty: sleep until the next retry is due; none free: until one is.
                 timeout = await self._idle_timeout() if len(leases) < free else self._max_wait
@@ -114,15 +114,16 @@ class Worker:
         for job in await self.queue.reclaim_expired(self.clock()):
             events.job_reclaimed(job)
 
-    async def _prune_contents(self) -> None:
-        """Retention: now and then, delete stored content older than INGEST_RETENTION_DAYS."""
+    async def _prune(self) -> None:
+        """Retention: now and then, delete succeeded and cancelled jobs (and their content)
+        that finished more than INGEST_RETENTION_DAYS ago. Dead jobs stay."""
         days = self.settings.retention_days
         if not days or time.monotonic() - self._last_prune < PRUNE_INTERVAL_SECONDS:
             return
         self._last_prune = time.monotonic()
-        deleted = await self.queue.prune_contents(self.clock() - timedelta(days=days))
+        deleted = await self.queue.prune(self.clock() - timedelta(days=days))
         if deleted:
-            log.info("worker %s: deleted the stored content of %d jobs", self.id, deleted)
+            log.info("worker %s: deleted %d finished jobs (retention)", self.id, deleted)
 
     @property
     def _reclaim_interval(self) -> float:

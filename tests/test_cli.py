@@ -185,6 +185,16 @@ def test_cancel_a_pending_job_then_again(made):
     assert f"error: job {waiting} is cancelled; cannot cancel" == one_line_error(again)
 
 
+def test_delete_a_dead_job_then_a_pending_one(made):
+    """A dead job is deleted (then unknown); a pending one is a state conflict."""
+    gone, waiting = made["gone"]["id"], made["waiting"]["id"]
+    assert f"job {gone}: deleted\n" == ingest("jobs", "delete", gone).stdout
+    again = ingest("jobs", "delete", gone)
+    refused = ingest("jobs", "delete", waiting)
+    assert f"error: no job {gone}" == one_line_error(again)
+    assert f"error: job {waiting} is pending; cannot delete" == one_line_error(refused)
+
+
 @pytest.mark.parametrize("command", [["show"], ["retry"], ["cancel"]])
 def test_an_unknown_id_is_one_line(made, command):
     """An id that names no job: exit 1 and `error: no job <id>`."""

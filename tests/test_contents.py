@@ -2,53 +2,50 @@
 
 from datetime import UTC, datetime, timedelta
 
-from app.store.contents import ContentStore
+from app.store.queue import Queue
 from app.worker import Worker
 from tests.conftest import running_app, wait_for_status
 from tests.webserver import Reply
 
 
-async def test_retention_removes_content_but_keeps_the_result(make_settings, web):
-    """Pruning deletes content stored before the cutoff only; the job keeps its result."""
+async def test_retention_removes_content_with_its_job(make_settings, web):
+    """Content is served until retention deletes its job, then both answer 404."""
     body = "<title>Kept</title><p>Ünïcode text</p>".encode()
     url = web.script("/page", Reply(200, body))
     async with running_app(make_settings()) as (app, client):
         job = await wait_for_status(
             client, (await client.post("/jobs", json={"url": url})).json()["id"], "succeeded"
         )
-        contents = ContentStore(app.state.database)
+        queue = Queue(app.state.database, app.state.settings)
         finished = datetime.fromisoformat(job["finished_at"])
-        kept = await contents.prune(finished - timedelta(seconds=1))
+        kept = await queue.prune(finished - timedelta(seconds=1))
         before = await client.get(f"/jobs/{job['id']}/content")
-        pruned = await contents.prune(finished + timedelta(seconds=1))
+        pruned = await queue.prune(finished + timedelta(seconds=1))
         after = await client.get(f"/jobs/{job['id']}/text")
-        still = (await client.get(f"/jobs/{job['id']}")).json()
+        gone = await client.get(f"/jobs/{job['id']}")
     assert (0, 200, body) == (kept, before.status_code, before.content)
-    assert (1, 404) == (pruned, after.status_code)
-    assert (
-        f"job {job['id']}'s content was removed (INGEST_RETENTION_DAYS)" == after.json()["detail"]
-    )
-    assert ("succeeded", "Kept") == (still["status"], still["result"]["title"])
+    assert (1, 404, 404) == (pruned, after.status_code, gone.status_code)
+    assert f"no job {job['id']}" == after.json()["detail"]
 
 
 class PruningQueue:
     def __init__(self) -> None:
         self.cutoffs: list[datetime] = []
 
-    async def prune_contents(self, older_than: datetime) -> int:
+    async def prune(self, older_than: datetime) -> int:
         self.cutoffs.append(older_than)
         return 3
 
 
 async def test_worker_prunes_at_the_retention_age(make_settings):
-    """The worker's prune asks for content older than now - INGEST_RETENTION_DAYS."""
+    """The worker's prune asks for jobs finished before now - INGEST_RETENTION_DAYS."""
     now = datetime(2026, 11, 30, tzinfo=UTC)
     queue = PruningQueue()
     worker = Worker(queue, None, make_settings(retention_days=7), clock=lambda: now)
     worker._last_prune = float("-inf")  # as if the interval had passed
 
-    await worker._prune_contents()
-    await worker._prune_contents()  # within the interval: nothing
+    await worker._prune()
+    await worker._prune()  # within the interval: nothing
 
     assert [now - timedelta(days=7)] == queue.cutoffs
 
@@ -59,6 +56,6 @@ async def test_zero_retention_keeps_content_forever(make_settings):
     worker = Worker(queue, None, make_settings(retention_days=0), clock=lambda: datetime.now(UTC))
     worker._last_prune = float("-inf")
 
-    await worker._prune_contents()
+    await worker._prune()
 
     assert [] == queue.cutoffs

@@ -33,6 +33,8 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._scripts: dict[str, list[Reply]] = {}
         self.hits: dict[str, list[float]] = defaultdict(list)
+        self.posts: dict[str, list[tuple[dict[str, str], bytes]]] = defaultdict(list)
+        """Each POST's headers and body, per path (a POST is answered like a GET)."""
         self.in_flight = 0
         self.max_in_flight = 0
         self._httpd = _Server(("127.0.0.1", 0), self._handler())
@@ -100,6 +102,12 @@ class ScriptedServer:
                     self.close_connection = True
                 finally:
                     server._done()
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with server._lock:
+                    server.posts[self.path].append((dict(self.headers.items()), body))
+                self.do_GET()
 
             def log_message(self, *_: object) -> None:
                 pass

@@ -31,7 +31,7 @@ def _stored(job_id: str, content: Content) -> Response | None:
     if content.data is not None:
         return None
     if content.status == JobStatus.SUCCEEDED:
-        return problem(404, f"job {job_id}'s content was removed (INGEST_RETENTION_DAYS)")
+        return problem(404, f"job {job_id} succeeded but has no stored content")
     return problem(404, f"job {job_id} is {content.status}; content exists once it succeeded")
 
 

@@ -6,6 +6,7 @@ from fastapi import Depends, Request
 
 from app.settings import Settings
 from app.store.database import Database
+from app.store.deliveries import DeliveryStore
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore
 
@@ -26,7 +27,12 @@ def _domains(request: Request) -> DomainStore:
     return request.app.state.domains
 
 
+def _deliveries(request: Request) -> DeliveryStore:
+    return request.app.state.deliveries
+
+
 JobsDep = Annotated[JobStore, Depends(_jobs)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 DatabaseDep = Annotated[Database, Depends(_database)]
 DomainsDep = Annotated[DomainStore, Depends(_domains)]
+DeliveriesDep = Annotated[DeliveryStore, Depends(_deliveries)]

@@ -1,4 +1,4 @@
-"""The job endpoints: submit, read, list, retry, cancel."""
+"""The job endpoints: submit, read, list, retry, cancel, delete."""
 
 import hashlib
 from typing import Annotated
@@ -211,3 +211,14 @@ async def retry_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
 async def cancel_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
     """Pending: cancelled. Otherwise 409."""
     return JobOut.of(await jobs.cancel(job_id, caller.tenant))
+
+
+@router.delete(
+    "/{job_id}",
+    name="delete_job",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=responses(404, 409),
+)
+async def delete_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> None:
+    """Succeeded, dead or cancelled: deleted with its attempts and content. Otherwise 409."""
+    await jobs.delete(job_id, caller.tenant)

@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from app.states import AttemptOutcome, DeadReason, ErrorKind, JobStatus
-from app.store.tables import Attempt, Job
+from app.store.tables import Attempt, Delivery, Job
 from app.urls import job_domain
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -181,3 +181,46 @@ class Problem(BaseModel):
     title: str
     status: int
     detail: str | None = None
+
+
+class DeliveryOut(BaseModel):
+    id: int
+    event: str = Field(description="`job.succeeded` or `job.dead`.")
+    url: str
+    status: str = Field(description="`pending`, `delivered` or `dead`.")
+    attempts: int = Field(description="POSTs made so far.")
+    max_attempts: int
+    retry_after: datetime | None = Field(description="When a pending delivery is next tried.")
+    last_error: ErrorOut | None
+    created_at: datetime
+    updated_at: datetime
+    delivered_at: datetime | None
+
+    @classmethod
+    def of(cls, delivery: Delivery) -> "DeliveryOut":
+        last_error = None
+        if delivery.last_error_kind is not None and delivery.last_error_at is not None:
+            last_error = ErrorOut(
+                kind=ErrorKind(delivery.last_error_kind),
+                type=delivery.last_error_type or "",
+                message=delivery.last_error_message,
+                http_status=delivery.last_error_http_status,
+                at=delivery.last_error_at,
+            )
+        return cls(
+            id=delivery.id or 0,
+            event=delivery.event,
+            url=delivery.url,
+            status=delivery.status,
+            attempts=delivery.attempts,
+            max_attempts=delivery.max_attempts,
+            retry_after=delivery.retry_after,
+            last_error=last_error,
+            created_at=delivery.created_at,
+            updated_at=delivery.updated_at,
+            delivered_at=delivery.delivered_at,
+        )
+
+
+class DeliveryList(BaseModel):
+    items: list[DeliveryOut]

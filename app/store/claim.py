@@ -1,6 +1,7 @@
 """Where a job is claimed: the one transaction that turns due pending jobs into leases.
 
-1. Tenants with pending work, least recently served first (at most `2 * limit` of them).
+1. Tenants with pending work, least recently served first (at most `limit` of them: each
+   is one more subquery to plan, and a claim serves at most `limit` tenants anyway).
 2. Each tenant's first due jobs in claim order whose domain may take a fetch now (not
    paused, under its in-flight limit, past its minimum interval): filtered in SQL, through
    the partial index on pending jobs per tenant, so paused domains cost no attempt.
@@ -58,6 +59,22 @@ def _domain_may_start(now: datetime, settings: Settings) -> sa.ColumnElement[boo
     return ~blocked
 
 
+async def anything_claimable(conn: AsyncConnection, now: datetime, settings: Settings) -> bool:
+    """Is any job due now on a domain that may start a fetch? A cheap look before a claim:
+    the first row in claim order that qualifies ends it."""
+    first = (
+        sa.select(jobs.c.id)
+        .where(
+            status_is(JobStatus.PENDING),
+            sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now),
+            _domain_may_start(now, settings),
+        )
+        .order_by(jobs.c.priority.desc(), jobs.c.created_at)
+        .limit(1)
+    )
+    return (await conn.execute(first)).first() is not None
+
+
 async def find_candidates(
     conn: AsyncConnection, limit: int, now: datetime, settings: Settings
 ) -> tuple[dict[str, datetime | None], list[Candidate]]:
@@ -71,7 +88,7 @@ async def find_candidates(
             .exists()
         )
         .order_by(tenants.c.last_served_at.asc().nulls_first(), tenants.c.tenant)
-        .limit(2 * limit)
+        .limit(limit)
     )
     last_served = {row.tenant: row.last_served_at for row in await conn.execute(waiting)}
     if not last_served:

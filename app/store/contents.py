@@ -1,7 +1,8 @@
-"""Fetched bodies and their text: written with a job's success, read by the API, pruned.
+"""Fetched bodies and their text: written with a job's success, read by the API.
 
 `save` runs inside the queue's success transaction, so a succeeded job always has its
-content (until retention removes it) and a job that did not succeed never has any.
+content and a job that did not succeed never has any. Retention deletes the content with
+its job (app.store.retention; the foreign key cascades).
 """
 
 from dataclasses import dataclass
@@ -17,9 +18,6 @@ from app.store.tables import Job, JobContent
 contents = JobContent.__table__
 jobs = Job.__table__
 
-PRUNE_BATCH = 500
-"""Rows deleted per transaction, so pruning never holds the write lock for long."""
-
 
 @dataclass(frozen=True)
 class Content:
@@ -28,7 +26,7 @@ class Content:
     status: str | None
     content_type: str | None = None
     data: bytes | str | None = None
-    """The bytes or the text, as asked; None until the job succeeded or after retention."""
+    """The bytes or the text, as asked; None until the job succeeded."""
 
 
 async def save(conn: AsyncConnection, job_id: str, result: FetchResult, now: datetime) -> None:
@@ -66,21 +64,3 @@ class ContentStore:
         async with self.db.read() as conn:
             row = (await conn.execute(stmt)).first()
         return Content(None) if row is None else Content(*row)
-
-    async def prune(self, older_than: datetime) -> int:
-        """Delete content stored before `older_than`; how many rows went."""
-        oldest = (
-            sa.select(contents.c.job_id)
-            .where(contents.c.stored_at < older_than)
-            .order_by(contents.c.stored_at)
-            .limit(PRUNE_BATCH)
-        )
-        deleted = 0
-        while True:
-            async with self.db.write() as conn:
-                ids = list((await conn.execute(oldest)).scalars())
-                if ids:
-                    await conn.execute(sa.delete(contents).where(contents.c.job_id.in_(ids)))
-            deleted += len(ids)
-            if len(ids) < PRUNE_BATCH:
-                return deleted

@@ -19,6 +19,9 @@ from app.store.database import Database
 from app.store.queue import attempts, jobs, status_is
 from app.store.tables import Attempt, Domain, Job, Tenant
 
+TERMINAL = (JobStatus.SUCCEEDED.value, JobStatus.DEAD.value, JobStatus.CANCELLED.value)
+"""Statuses a job never leaves by itself: the ones an operator may delete."""
+
 
 class JobNotFound(LookupError):
     pass
@@ -279,6 +282,20 @@ class JobStore:
             if (await conn.execute(stmt)).rowcount != 1:
                 raise StateConflict(job_id, "no longer pending", "cancel")
         return await self.get(job_id)
+
+    async def delete(self, job_id: str, tenant: str | None = None) -> None:
+        """Delete a succeeded, dead or cancelled job with its attempts and content.
+
+        JobNotFound for no job (or another tenant's); StateConflict while pending or running.
+        """
+        stmt = sa.delete(jobs).where(jobs.c.id == job_id, jobs.c.status.in_(TERMINAL))
+        if tenant is not None:
+            stmt = stmt.where(jobs.c.tenant == tenant)
+        async with self.db.write() as conn:
+            deleted = (await conn.execute(stmt)).rowcount
+        if deleted != 1:
+            job = await self.get(job_id, tenant)  # JobNotFound when there is none
+            raise StateConflict(job_id, job.status, "delete")
 
     async def stats(self, tenant: str | None = None) -> Stats:
         counts = {status.value: 0 for status in JobStatus}

@@ -19,16 +19,17 @@ from app.scheduling import DomainPause, counts_against_domain
 from app.settings import Settings
 from app.states import AttemptOutcome, DeadReason, ErrorKind, JobStatus
 from app.store.claim import (
+    anything_claimable,
     attempts,
     claim_rows,
     domains,
-    find_candidates,
     jobs,
     status_is,
 )
-from app.store.contents import ContentStore
 from app.store.contents import save as save_content
 from app.store.database import Database
+from app.store.deliveries import JOB_DEAD, JOB_SUCCEEDED, owe
+from app.store.retention import prune_jobs
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class Queue:
         # Look before taking the write lock: an idle worker polling with write transactions
         # would starve the writers of other processes on SQLite.
         async with self.db.read() as conn:
-            if not (await find_candidates(conn, limit, now, self.settings))[1]:
+            if not await anything_claimable(conn, now, self.settings):
                 return []
         async with self.db.write() as conn:
             rows = await claim_rows(conn, worker_id, limit, now, lease_seconds, self.settings)
@@ -132,6 +133,7 @@ class Queue:
             if failures is None:
                 return False
             await save_content(conn, lease.id, result, now)  # the body and text, same transaction
+            await owe(conn, [lease.id], JOB_SUCCEEDED, now, self.settings.webhook_max_attempts)
         return True
 
     async def record_failure(
@@ -175,6 +177,8 @@ class Queue:
             failures = await self._finish_in(conn, lease, values, outcome, domain, now, duration_ms)
             if failures is None:
                 return False, None
+            if isinstance(decision, MarkDead):
+                await owe(conn, [lease.id], JOB_DEAD, now, self.settings.webhook_max_attempts)
             pause = pause_for(failures) if counts_against_domain(failure) else None
             if pause is not None:
                 await conn.execute(
@@ -296,6 +300,8 @@ class Queue:
         )
         async with self.db.write() as conn:
             rows = (await conn.execute(stmt)).all()
+            dead = [row.id for row in rows if row.status == JobStatus.DEAD]
+            await owe(conn, dead, JOB_DEAD, now, self.settings.webhook_max_attempts)
             freed: dict[str, int] = {}
             for row in rows:
                 freed[row.domain] = freed.get(row.domain, 0) + 1
@@ -319,9 +325,10 @@ class Queue:
             for r in rows
         ]
 
-    async def prune_contents(self, older_than: datetime) -> int:
-        """Retention: delete stored content older than `older_than` (app.store.contents)."""
-        return await ContentStore(self.db).prune(older_than)
+    async def prune(self, older_than: datetime) -> int:
+        """Retention: delete succeeded and cancelled jobs (with their attempts and content)
+        that finished before `older_than` (app.store.retention); how many went."""
+        return await prune_jobs(self.db, older_than)
 
     async def next_due_at(self, now: datetime) -> datetime | None:
         """When something may next become claimable: the earliest `retry_after` of a waiting

@@ -216,5 +216,52 @@ class JobContent(SQLModel, table=True):
     text_length: int
     stored_at: datetime = _ts(nullable=False)
 
-    # Retention deletes the oldest first, without reading every row.
+    # Content retention's index before retention deleted whole jobs (app.store.retention);
+    # unused since, kept because dropping it takes a migration.
     __table_args__ = (sa.Index("ix_job_contents_stored_at", "stored_at"),)
+
+
+class Delivery(SQLModel, table=True):
+    """One callback POST owed for a job that reached `succeeded` or `dead` (`app.webhooks`).
+
+    Inserted in the transaction that finishes the job; `pending` until a POST is answered
+    2xx (`delivered`) or the budget is spent or the answer is fatal (`dead`). While a
+    sender holds it, `lease_expires_at` is in the future; a lapsed lease makes it due again.
+    """
+
+    __tablename__ = "deliveries"
+
+    id: int | None = Field(
+        default=None, sa_column=Column(BigIntPK, primary_key=True, autoincrement=True)
+    )
+    job_id: str = Field(
+        sa_column=Column(
+            sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    event: str = Field(max_length=32)
+    url: str = Field(max_length=2048)
+    status: str = Field(max_length=16)
+    attempts: int = 0
+    max_attempts: int
+    retry_after: datetime | None = _ts()
+    lease_expires_at: datetime | None = _ts()
+    last_error_kind: str | None = Field(default=None, max_length=16)
+    last_error_type: str | None = Field(default=None, max_length=100)
+    last_error_message: str | None = None
+    last_error_http_status: int | None = None
+    last_error_at: datetime | None = _ts()
+    created_at: datetime = _ts(nullable=False)
+    updated_at: datetime = _ts(nullable=False)
+    delivered_at: datetime | None = _ts()
+
+    __table_args__ = (
+        sa.Index("ix_deliveries_job", "job_id", "id"),
+        # The sender's claim reads only pending rows, however many delivered ones pile up.
+        sa.Index(
+            "ix_deliveries_pending",
+            "retry_after",
+            postgresql_where=sa.text("status = 'pending'"),
+            sqlite_where=sa.text("status = 'pending'"),
+        ),
+    )

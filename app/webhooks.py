@@ -1,0 +1,201 @@
+"""Webhooks: POST a finished job to its `callback_url`, durably, signed, through the guard.
+
+The loop: wait (wake-up | next due | poll | stop) -> claim due deliveries -> POST each ->
+record delivered, pending with a `retry_after`, or dead. Deliveries are owed in the
+transaction that finishes the job (`app.store.deliveries.owe`), so none is lost to a crash;
+a POST may be repeated (a sender that dies after the answer), so receivers de-duplicate
+on the job id and event.
+
+Failures are classified and backed off with the fetches' machinery (`app.policy`:
+`classify_exception`, `classify_status`, `backoff_delay` with the same settings); fatal
+answers (4xx, a blocked address) end the delivery at once. A delivery never changes its
+job. This module issues no SQL (that is `app.store.deliveries`) and never sleeps on a
+delivery: the next attempt time is written to the row.
+
+The signature, for receivers (README "Webhooks" shows how to check it)::
+
+    Ingest-Timestamp: <unix seconds>
+    Ingest-Signature: sha256=<hex HMAC-SHA256(INGEST_WEBHOOK_SECRET, "<timestamp>.<body>")>
+"""
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import random
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import httpx
+
+from app import __version__
+from app.api.schemas import JobOut
+from app.clock import Clock
+from app.guard import BlockedDestination, Destinations, GuardedTransport, Resolver, system_resolver
+from app.policy import (
+    Failure,
+    backoff_delay,
+    classify_exception,
+    classify_status,
+    parse_retry_after,
+)
+from app.settings import Settings
+from app.states import ErrorKind
+from app.store.deliveries import Claimed, DeliveryStore
+from app.store.jobs import JobNotFound, JobStore
+
+log = logging.getLogger("ingest.webhooks")
+
+BATCH = 16
+"""Deliveries claimed, and POSTed concurrently, at a time."""
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """The Ingest-Signature value: `sha256=` and the hex HMAC of `<timestamp>.<body>`."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + digest.hexdigest()
+
+
+class Deliverer:
+    def __init__(
+        self,
+        deliveries: DeliveryStore,
+        jobs: JobStore,
+        settings: Settings,
+        clock: Clock,
+        resolver: Resolver = system_resolver,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.deliveries = deliveries
+        self.jobs = jobs
+        self.settings = settings
+        self.clock = clock
+        self.rand = rand
+        self._wakeup = asyncio.Event()
+        self._stopping = asyncio.Event()
+        limits = httpx.Limits(max_connections=BATCH, max_keepalive_connections=BATCH)
+        # The fetcher's guard: a callback URL is no way around the SSRF rules.
+        self.client = httpx.AsyncClient(
+            trust_env=False,
+            follow_redirects=False,  # a 3xx is fatal: the receiver is misconfigured
+            timeout=settings.webhook_timeout_seconds,
+            transport=GuardedTransport(Destinations.from_settings(settings), limits, resolver),
+            headers={"User-Agent": f"ingest/{__version__} webhooks"},
+        )
+
+    def notify(self) -> None:
+        """A delivery may be due now: look again."""
+        self._wakeup.set()
+
+    def stop(self) -> None:
+        """Stop claiming; `run` returns after the POSTs in flight."""
+        self._stopping.set()
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        if not self.settings.webhook_secret.get_secret_value():
+            log.warning("INGEST_WEBHOOK_SECRET is empty: callbacks are sent unsigned")
+        errors = 0
+        try:
+            while not self._stopping.is_set():
+                try:
+                    sent = await self.deliver_due()
+                    timeout = 0.0 if sent else await self._idle_timeout()
+                    errors = 0
+                except Exception:
+                    errors += 1
+                    timeout = min(0.5 * 2 ** (errors - 1), 30.0)
+                    log.exception("webhooks: database error; trying again in %.1fs", timeout)
+                if timeout > 0:
+                    await self._wait(timeout)
+        finally:
+            await self.client.aclose()
+
+    async def deliver_due(self) -> int:
+        """Claim the due deliveries and POST them; how many were claimed."""
+        lease = self.settings.webhook_timeout_seconds + self.settings.lease_seconds
+        claimed = await self.deliveries.claim(BATCH, self.clock(), lease)
+        await asyncio.gather(*(self._deliver(c) for c in claimed))
+        return len(claimed)
+
+    async def _deliver(self, claimed: Claimed) -> None:
+        try:
+            job = await self.jobs.get(claimed.job_id)
+        except JobNotFound:  # deleted meanwhile; its deliveries went with it
+            return
+        body = json.dumps(
+            {"event": claimed.event, "job": JobOut.of(job).model_dump(mode="json")},
+            separators=(",", ":"),
+        ).encode()
+        failure = await self._post(claimed.url, body)
+        now = self.clock()
+        if failure is None:
+            await self.deliveries.delivered(claimed, now)
+            log.info("delivery %d of job %s: %s delivered", claimed.id, job.id, claimed.event)
+            return
+        retry_at = self._retry_at(claimed, failure, now)
+        await self.deliveries.failed(claimed, failure, now, retry_at)
+        what = f"retry at {retry_at.isoformat()}" if retry_at else "dead"
+        log.warning(
+            "delivery %d of job %s failed (attempt %d/%d): %s; %s",
+            claimed.id,
+            job.id,
+            claimed.attempt,
+            claimed.max_attempts,
+            failure.label,
+            what,
+        )
+
+    async def _post(self, url: str, body: bytes) -> Failure | None:
+        timestamp = str(int(self.clock().timestamp()))
+        headers = {"Content-Type": "application/json", "Ingest-Timestamp": timestamp}
+        secret = self.settings.webhook_secret.get_secret_value()
+        if secret:
+            headers["Ingest-Signature"] = sign(secret, timestamp, body)
+        try:
+            async with asyncio.timeout(self.settings.webhook_timeout_seconds):
+                response = await self.client.post(url, content=body, headers=headers)
+        except TimeoutError:
+            message = f"no answer within {self.settings.webhook_timeout_seconds:g}s"
+            return Failure(ErrorKind.TRANSIENT, "FetchTimeout", message)
+        except BlockedDestination as exc:
+            return Failure(ErrorKind.FATAL, "BlockedDestination", str(exc))
+        except Exception as exc:
+            return classify_exception(exc, self.settings.transient_errors)
+        return classify_status(
+            response.status_code,
+            self.settings.transient_status_codes,
+            response.headers.get("Retry-After"),
+        )
+
+    def _retry_at(self, claimed: Claimed, failure: Failure, now: datetime) -> datetime | None:
+        """When to POST again: never after a fatal failure or the last attempt; else after
+        the backoff (or the receiver's Retry-After, if longer)."""
+        if failure.kind is ErrorKind.FATAL or claimed.attempt >= claimed.max_attempts:
+            return None
+        settings = self.settings
+        delay = backoff_delay(
+            claimed.attempt,
+            settings.backoff_base_seconds,
+            settings.backoff_max_seconds,
+            settings.backoff_jitter,
+            self.rand,
+        )
+        asked = parse_retry_after(failure.retry_after, now, settings.retry_after_max_seconds)
+        return now + timedelta(seconds=max(delay, asked or 0.0))
+
+    async def _idle_timeout(self) -> float:
+        timeout = self.settings.poll_interval_seconds
+        next_due = await self.deliveries.next_due_at()
+        if next_due is not None:
+            timeout = min(timeout, (next_due - self.clock()).total_seconds())
+        return max(timeout, 0.001)
+
+    async def _wait(self, timeout: float) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._wakeup.wait()
+        except TimeoutError:
+            pass
+        self._wakeup.clear()

@@ -1,0 +1,212 @@
+"""Retention and DELETE /jobs/{id} on both backends: what goes, what stays, in batches."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from app.fetcher import FetchResult
+from app.policy import Failure, MarkDead
+from app.settings import Settings
+from app.states import DeadReason, ErrorKind, JobStatus
+from app.store.database import Database
+from app.store.jobs import JobNotFound, JobStore, NewJob, StateConflict
+from app.store.queue import Queue
+from app.store.retention import prune_jobs
+from app.store.tables import Attempt, Job, JobContent
+from tests.conftest import running_app
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+CUTOFF = NOW + timedelta(days=5)
+LATER = NOW + timedelta(days=10)
+RESULT = FetchResult(200, "http://a.test/", "text/html", 4, "0" * 64, "t", 1, b"body", "t")
+FATAL = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
+
+jobs_table = Job.__table__
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+async def store(database_url):
+    database = Database(database_url)
+    clock = Clock()
+    queue = Queue(database, Settings(_env_file=None, domain_max_in_flight=1000))
+    yield JobStore(database, clock), queue, clock
+    await database.dispose()
+
+
+def new(path: str = "/") -> NewJob:
+    return NewJob(url=f"http://a.test{path}", domain="a.test", tenant="t", max_attempts=3)
+
+
+async def finish(jobs: JobStore, queue: Queue, path: str, outcome: str, at: datetime) -> str:
+    """A job that ran once at `at` and ended `outcome` (succeeded, dead) or stays running."""
+    job_id = (await jobs.submit([new(path)]))[0].id
+    (lease,) = await queue.claim("w", 1, at, 60)
+    assert job_id == lease.id
+    if outcome == "succeeded":
+        assert await queue.record_success(lease, RESULT, at, 1)
+    elif outcome == "dead":
+        assert (await queue.record_failure(lease, FATAL, MarkDead(DeadReason.FATAL), at, 1))[0]
+    return job_id
+
+
+async def rows_of(database: Database, table: sa.Table, column: str) -> set[str]:
+    async with database.read() as conn:
+        return set((await conn.execute(sa.select(table.c[column]))).scalars())
+
+
+async def test_prune_deletes_old_succeeded_and_cancelled_jobs_only(store):
+    """Old succeeded and cancelled jobs go with attempts and content; the rest stays."""
+    jobs, queue, clock = store
+    old_ok = await finish(jobs, queue, "/old-ok", "succeeded", NOW)
+    old_dead = await finish(jobs, queue, "/old-dead", "dead", NOW)
+    old_running = await finish(jobs, queue, "/old-running", "running", NOW)
+    old_cancelled = (await jobs.submit([new("/old-cancelled")]))[0].id
+    await jobs.cancel(old_cancelled)
+    clock.now = LATER
+    new_ok = await finish(jobs, queue, "/new-ok", "succeeded", LATER)
+    new_cancelled = (await jobs.submit([new("/new-cancelled")]))[0].id
+    await jobs.cancel(new_cancelled)
+    clock.now = NOW  # submitted last so that no claim above takes it
+    old_pending = (await jobs.submit([new("/old-pending")]))[0].id
+
+    deleted = await queue.prune(CUTOFF)
+
+    kept = {old_dead, old_running, old_pending, new_ok, new_cancelled}
+    assert 2 == deleted
+    assert kept == await rows_of(queue.db, jobs_table, "id")
+    assert {old_dead, old_running, new_ok} == await rows_of(queue.db, Attempt.__table__, "job_id")
+    assert {new_ok} == await rows_of(queue.db, JobContent.__table__, "job_id")
+    assert old_ok not in kept
+
+
+async def test_dead_jobs_are_kept_at_any_age(store):
+    """A dead job finished years before the cutoff is not pruned."""
+    jobs, queue, _ = store
+    dead = await finish(jobs, queue, "/dead", "dead", NOW - timedelta(days=3650))
+
+    assert 0 == await queue.prune(CUTOFF)
+    assert JobStatus.DEAD == (await jobs.get(dead)).status
+
+
+async def test_prune_works_in_batches_to_the_end(store, monkeypatch):
+    """1,200 old jobs, 800 of them prunable, go in batches of 500: two write transactions."""
+    jobs, queue, _ = store
+    submitted = await jobs.submit([new(f"/{i}") for i in range(1200)])
+    dead = {job.id for i, job in enumerate(submitted) if i % 3 == 0}
+    async with queue.db.write() as conn:
+        await conn.execute(
+            sa.update(jobs_table).values(status=JobStatus.SUCCEEDED.value, finished_at=NOW)
+        )
+        await conn.execute(
+            sa.update(jobs_table)
+            .where(jobs_table.c.id.in_(dead))
+            .values(status=JobStatus.DEAD.value)
+        )
+    writes = []
+    write = queue.db.write
+
+    def counted_write():
+        writes.append(1)
+        return write()
+
+    monkeypatch.setattr(queue.db, "write", counted_write)
+
+    deleted = await prune_jobs(queue.db, CUTOFF, batch=500)
+
+    assert (800, 2) == (deleted, len(writes))
+    assert dead == await rows_of(queue.db, jobs_table, "id")
+
+
+async def test_delete_only_terminal_jobs(store):
+    """JobStore.delete removes succeeded, dead and cancelled jobs; pending and running: 409."""
+    jobs, queue, _ = store
+    ok = await finish(jobs, queue, "/ok", "succeeded", NOW)
+    dead = await finish(jobs, queue, "/dead", "dead", NOW)
+    running = await finish(jobs, queue, "/running", "running", NOW)
+    pending = (await jobs.submit([new("/pending")]))[0].id
+    for job_id in (ok, dead):
+        await jobs.delete(job_id)
+    for job_id in (running, pending):
+        with pytest.raises(StateConflict):
+            await jobs.delete(job_id)
+    with pytest.raises(JobNotFound):
+        await jobs.delete(ok)
+
+    assert {running, pending} == await rows_of(queue.db, jobs_table, "id")
+    assert {running} == await rows_of(queue.db, Attempt.__table__, "job_id")
+    assert set() == await rows_of(queue.db, JobContent.__table__, "job_id")
+
+
+KEY_A = "a" * 20
+KEY_B = "b" * 20
+ADMIN = "c" * 20
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+async def app_client(make_settings):
+    keys = {KEY_A: "tenant-a", KEY_B: "tenant-b", ADMIN: "*"}
+    settings = make_settings(worker_enabled=False, api_keys=keys)
+    async with running_app(settings) as (app, client):
+        yield app, client
+
+
+async def test_delete_endpoint(app_client):
+    """DELETE /jobs/{id}: 204 for terminal jobs, 409 problem while pending or running, 404
+    for unknown ids and another tenant's jobs."""
+    app, client = app_client
+    queue = Queue(app.state.database, app.state.settings)
+
+    async def submit() -> str:
+        response = await client.post("/jobs", json={"url": "http://a.test/"}, headers=auth(KEY_A))
+        return response.json()["id"]
+
+    running = await submit()
+    (lease,) = await queue.claim("w", 10, datetime.now(UTC), 60)
+    dead = await submit()
+    (dying,) = await queue.claim("w", 10, datetime.now(UTC), 60)
+    await queue.record_failure(dying, FATAL, MarkDead(DeadReason.FATAL), datetime.now(UTC), 1)
+    pending, cancelled = await submit(), await submit()
+    await client.post(f"/jobs/{cancelled}/cancel", headers=auth(KEY_A))
+
+    async def delete(job_id: str, key: str = KEY_A) -> int:
+        return (await client.delete(f"/jobs/{job_id}", headers=auth(key))).status_code
+
+    conflict = await client.delete(f"/jobs/{running}", headers=auth(KEY_A))
+    statuses = {
+        "pending": await delete(pending),
+        "other tenant": await delete(cancelled, KEY_B),
+        "cancelled": await delete(cancelled),
+        "again": await delete(cancelled),
+        "unknown": await delete("nope"),
+        "dead by admin": await delete(dead, ADMIN),
+    }
+    after = await client.get(f"/jobs/{dead}/attempts", headers=auth(ADMIN))
+
+    assert {
+        "pending": 409,
+        "other tenant": 404,
+        "cancelled": 204,
+        "again": 404,
+        "unknown": 404,
+        "dead by admin": 204,
+    } == statuses
+    assert (409, "application/problem+json") == (
+        conflict.status_code,
+        conflict.headers["content-type"],
+    )
+    assert f"job {running} is running; cannot delete" == conflict.json()["detail"]
+    assert 404 == after.status_code
+    assert (running, dead) == (lease.id, dying.id)

@@ -1,0 +1,157 @@
+"""Webhooks end to end: a receiver on 127.0.0.1 gets signed callbacks, on both backends."""
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from app.policy import Failure
+from app.settings import Settings
+from app.states import ErrorKind
+from app.store.database import Database
+from app.store.deliveries import DeliveryStore
+from app.store.jobs import JobStore, NewJob
+from app.store.queue import Queue
+from tests.conftest import eventually, running_app, wait_for_status
+from tests.webserver import Reply, ScriptedServer
+
+SECRET = "s3cret-for-tests"
+
+
+async def submit(client, url: str, callback_url: str) -> dict:
+    response = await client.post("/jobs", json={"url": url, "callback_url": callback_url})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def deliveries(client, job_id: str) -> list[dict]:
+    response = await client.get(f"/jobs/{job_id}/deliveries")
+    assert response.status_code == 200, response.text
+    return response.json()["items"]
+
+
+async def settled(client, job_id: str, status: str) -> dict:
+    """The job's one delivery, once it has that status."""
+
+    async def check() -> dict | None:
+        items = await deliveries(client, job_id)
+        return items[0] if items and items[0]["status"] == status else None
+
+    return await eventually(check)
+
+
+async def test_succeeded_job_posts_a_signed_callback(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """A succeeded job's callback carries the job and a signature the receiver can verify."""
+    url, hook = web.url("/page"), web.url("/hook")
+    async with running_app(make_settings(webhook_secret=SECRET)) as (_, client):
+        job = await submit(client, url, hook)
+        await wait_for_status(client, job["id"], "succeeded")
+        delivery = await settled(client, job["id"], "delivered")
+        current = (await client.get(f"/jobs/{job['id']}")).json()
+    [(headers, body)] = web.posts["/hook"]
+    timestamp = headers["Ingest-Timestamp"]
+    expected = hmac.new(SECRET.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    assert hmac.compare_digest("sha256=" + expected.hexdigest(), headers["Ingest-Signature"])
+    assert abs(time.time() - int(timestamp)) < 60
+    assert "application/json" == headers["Content-Type"]
+    assert {"event": "job.succeeded", "job": current} == json.loads(body)
+    assert ("job.succeeded", hook, 1, None) == (
+        delivery["event"],
+        delivery["url"],
+        delivery["attempts"],
+        delivery["last_error"],
+    )
+
+
+async def test_dead_job_posts_job_dead(make_settings, web):
+    """A job that dies sends job.dead with its dead_reason; without a secret, unsigned."""
+    url, hook = web.script("/gone", Reply(404)), web.url("/hook")
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url, hook)
+        await wait_for_status(client, job["id"], "dead")
+        await settled(client, job["id"], "delivered")
+    [(headers, body)] = web.posts["/hook"]
+    event = json.loads(body)
+    assert ("job.dead", "dead", "fatal") == (
+        event["event"],
+        event["job"]["status"],
+        event["job"]["dead_reason"],
+    )
+    assert "Ingest-Signature" not in headers
+    assert "Ingest-Timestamp" in headers
+
+
+async def test_failing_receiver_is_retried_with_backoff(make_settings, web):
+    """A receiver that answers 500 twice then 200 gets exactly 3 POSTs; the job stays succeeded."""
+    hook = web.script("/hook", Reply(500), Reply(500), Reply(200))
+    async with running_app(make_settings(webhook_secret=SECRET)) as (_, client):
+        job = await submit(client, web.url("/page"), hook)
+        delivery = await settled(client, job["id"], "delivered")
+        assert "succeeded" == (await client.get(f"/jobs/{job['id']}")).json()["status"]
+    assert 3 == len(web.posts["/hook"])
+    assert (3, "transient", 500) == (
+        delivery["attempts"],
+        delivery["last_error"]["kind"],
+        delivery["last_error"]["http_status"],
+    )
+    first, *_, last = web.hits["/hook"]
+    assert last - first >= 0.2 + 0.4 - 0.05  # the backoff of make_settings: 0.2 s, then 0.4 s
+
+
+async def test_rejected_callback_is_dead_and_job_unaffected(make_settings, web):
+    """A 410 from the receiver ends the delivery dead after one POST; the job is untouched."""
+    hook = web.script("/hook", Reply(410))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, web.url("/page"), hook)
+        delivery = await settled(client, job["id"], "dead")
+        after = (await client.get(f"/jobs/{job['id']}")).json()
+    assert ("succeeded", 1) == (after["status"], after["attempts"])
+    assert (1, "fatal", 410) == (
+        delivery["attempts"],
+        delivery["last_error"]["kind"],
+        delivery["last_error"]["http_status"],
+    )
+    assert 1 == len(web.posts["/hook"])
+
+
+async def test_deliveries_route(client, web):
+    """No callback_url, no deliveries; an unknown job is 404."""
+    job = (await client.post("/jobs", json={"url": web.url("/page")})).json()
+    assert [] == await deliveries(client, job["id"])
+    assert 404 == (await client.get("/jobs/nope/deliveries")).status_code
+
+
+async def test_store_owes_claims_and_fences(database_url):
+    """An expired last lease owes job.dead; a delivery is claimed once, and a stale
+    sender's late write changes nothing."""
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    database = Database(database_url)
+    try:
+        jobs, queue = JobStore(database, lambda: now), Queue(database, Settings(_env_file=None))
+        store = DeliveryStore(database)
+        fields = {"domain": "a.test", "tenant": "t", "max_attempts": 1}
+        hooked, plain = await jobs.submit(
+            [
+                NewJob("http://a.test/1", callback_url="http://r.test/hook", **fields),
+                NewJob("http://a.test/2", **fields),
+            ]
+        )
+        await queue.claim("w", 2, now, 1)
+        later = now + timedelta(seconds=2)
+        assert 2 == len(await queue.reclaim_expired(later))
+        assert [] == await store.for_job(plain.id)
+        (first,) = await store.claim(5, later, 1)
+        assert ("job.dead", 1) == (first.event, first.attempt)
+        assert [] == await store.claim(5, later, 1)  # leased: not claimed twice
+        (again,) = await store.claim(5, later + timedelta(seconds=2), 1)  # the lease lapsed
+        failure = Failure(ErrorKind.TRANSIENT, "HTTPStatus", "HTTP 500", 500)
+        assert False is await store.failed(first, failure, later, None)
+        assert True is await store.delivered(again, later + timedelta(seconds=3))
+        (delivery,) = await store.for_job(hooked.id)
+        assert ("delivered", 2) == (delivery.status, delivery.attempts)
+    finally:
+        await database.dispose()
