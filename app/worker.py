@@ -82,8 +82,11 @@ class Worker:
                 await self._reclaim_expired()
                 await self._prune()
                 leases = await self._claim(free) if free > 0 else []
-                # Slots left empty: sleep until the next retry is due; none free: until one is.
-                timeout = await self._idle_timeout() if len(leases) < free else self._max_wait
+                # Nothing claimed with slots free: sleep until the next retry is due. No slot
+                # free: until one is (a finishing job wakes the loop).
+                timeout = 0.0
+                if not leases:
+                    timeout = await self._idle_timeout() if free > 0 else self._max_wait
                 errors = 0
             except Exception:
                 errors += 1
