@@ -221,12 +221,12 @@ class Worker:
             except Exception:
                 log.exception("worker %s: heartbeat failed; leases may expire", self.id)
                 continue
-            if kept < len(held):
+            # A job recorded while the heartbeat waited is no longer running, and not lost.
+            still_held = {lease.id for lease in self._inflight.values()}
+            lost = [job_id for job_id in held if job_id in still_held and job_id not in kept]
+            if lost:
                 log.warning(
-                    "worker %s: %d of %d leases were taken back",
-                    self.id,
-                    len(held) - kept,
-                    len(held),
+                    "worker %s: %d of %d leases were taken back", self.id, len(lost), len(held)
                 )
 
     async def _drain(self) -> None:

@@ -121,8 +121,8 @@ async def test_live_lease_is_not_reclaimed(store):
     await jobs.submit([new()])
     (lease,) = await queue.claim("w", 1, NOW, 10)
     assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=5))
-    assert 1 == await queue.extend_leases("w", [lease.id], NOW + timedelta(seconds=30))
-    assert 0 == await queue.extend_leases("other", [lease.id], NOW + timedelta(seconds=90))
+    assert {lease.id} == await queue.extend_leases("w", [lease.id], NOW + timedelta(seconds=30))
+    assert set() == await queue.extend_leases("other", [lease.id], NOW + timedelta(seconds=90))
     assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=20))
 
 

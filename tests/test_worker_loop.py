@@ -35,7 +35,7 @@ class FlakyQueue:
         return None
 
     async def extend_leases(self, worker_id, job_ids, until):
-        return 0
+        return set()
 
 
 async def test_database_errors_are_logged_and_retried(caplog):

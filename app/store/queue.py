@@ -97,19 +97,20 @@ class Queue:
             for r, due_since in rows
         ]
 
-    async def extend_leases(self, worker_id: str, job_ids: list[str], until: datetime) -> int:
-        """Heartbeat: push out the leases this worker still holds. Returns how many it holds."""
+    async def extend_leases(self, worker_id: str, job_ids: list[str], until: datetime) -> set[str]:
+        """Heartbeat: push out the leases this worker still holds; returns their ids."""
         if not job_ids:
-            return 0
+            return set()
         stmt = (
             sa.update(jobs)
             .where(
                 jobs.c.id.in_(job_ids), jobs.c.worker_id == worker_id, status_is(JobStatus.RUNNING)
             )
             .values(lease_expires_at=until)
+            .returning(jobs.c.id)
         )
         async with self.db.write() as conn:
-            return (await conn.execute(stmt)).rowcount
+            return set((await conn.execute(stmt)).scalars())
 
     async def record_success(
         self, lease: Lease, result: FetchResult, now: datetime, duration_ms: int

@@ -1,0 +1,272 @@
+"""Claim benchmark: does a claim cost the same with 1,000 and with 1,000,000 finished jobs?
+
+    python -m bench.claim --backend both --terminal 1000,1000000 --pending 1000 --repeats 200
+
+For each backend: a fresh database and `--pending` pending jobs (JobStore.submit); then
+terminal rows (nine in ten succeeded, one in ten dead, all older than the pending jobs) are
+added by one INSERT ... SELECT inside the database, up to each size in turn. At each size:
+
+- claim: `Queue.claim(worker, 32, now, 60)`; then (untimed) the 32 jobs are recorded as
+  succeeded (`Queue.record_success`) and 32 new ones submitted, so the queue keeps its size
+  like a steady stream: jobs leave at the head and arrive at the tail. Pending jobs are
+  spread over 100 domains, so the per-domain in-flight limit does not cut a claim short;
+- next_due_at and reclaim_expired: what an idle worker also runs on every poll;
+- list dead: `JobStore.list(statuses=[dead], limit=50)`;
+- stats: `JobStore.stats()` (it counts every row: expected to grow, fewer repetitions).
+
+Prints median and p99 ms per operation and size, and the plan of each query of a claim.
+"""
+
+import argparse
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from app.clock import utc_now
+from app.fetcher import FetchResult
+from app.states import JobStatus
+from app.store.database import Database
+from app.store.jobs import JobStore, NewJob
+from app.urls import job_domain
+from bench.harness import (
+    backends,
+    drop_database,
+    environment,
+    fmt,
+    fresh_database,
+    median,
+    new_queue,
+    next_due_at,
+    percentile,
+    table,
+)
+from bench.workers import submit
+
+DATABASE = "ingest_bench_claim"
+BATCH = 32
+DOMAINS = 100
+RESULT = FetchResult(200, "http://bench.invalid/", "text/html", 2048, "0" * 64, "bench page")
+
+_TERMINAL_COLUMNS = (
+    "id, url, domain, tenant, status, priority, attempts, max_attempts, deferrals, dead_reason,"
+    " result_http_status, created_at, updated_at, started_at, finished_at"
+)
+# One statement per database; each makes rows first..last, a second apart from `base`.
+TERMINAL_ROWS = {
+    "postgresql": f"""
+        INSERT INTO jobs ({_TERMINAL_COLUMNS})
+        SELECT gen_random_uuid()::text, 'http://127.0.0.1:9/old/' || g, '127.0.0.1:9', 'old',
+               CASE WHEN g % 10 = 0 THEN 'dead' ELSE 'succeeded' END, 0, 1, 4, 0,
+               CASE WHEN g % 10 = 0 THEN 'fatal' END, CASE WHEN g % 10 = 0 THEN 404 ELSE 200 END,
+               t, t, t, t
+        FROM generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS g,
+             LATERAL (SELECT CAST(:base AS timestamp) + g * interval '1 second' AS t) AS at
+    """,
+    # SQLAlchemy stores SQLite datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff' text.
+    "sqlite": f"""
+        WITH RECURSIVE g(n) AS (SELECT :first UNION ALL SELECT n + 1 FROM g WHERE n < :last)
+        INSERT INTO jobs ({_TERMINAL_COLUMNS})
+        SELECT lower(hex(randomblob(16))), 'http://127.0.0.1:9/old/' || n, '127.0.0.1:9', 'old',
+               CASE WHEN n % 10 = 0 THEN 'dead' ELSE 'succeeded' END, 0, 1, 4, 0,
+               CASE WHEN n % 10 = 0 THEN 'fatal' END, CASE WHEN n % 10 = 0 THEN 404 ELSE 200 END,
+               t, t, t, t
+        FROM (SELECT n, strftime('%Y-%m-%d %H:%M:%S', :base, '+' || n || ' seconds')
+                        || '.000000' AS t FROM g)
+    """,
+}
+EXPLAIN = {
+    "postgresql": "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, BUFFERS) ",
+    "sqlite": "EXPLAIN QUERY PLAN ",
+}
+
+
+async def add_terminal_rows(database: Database, first: int, last: int) -> None:
+    base = (utc_now() - timedelta(days=30)).replace(tzinfo=None)
+    backend = database.backend.name
+    params = {"first": first, "last": last}
+    params["base"] = base if backend == "postgresql" else base.strftime("%Y-%m-%d %H:%M:%S")
+    async with database.write() as conn:
+        await conn.execute(sa.text(TERMINAL_ROWS[backend]), params)
+
+
+async def top_up(store: JobStore, count: int, first: int) -> None:
+    """New pending jobs spread over `DOMAINS` domains (never fetched: this is no drain)."""
+    urls = [f"http://d{i % DOMAINS}.bench.invalid/page/{i}" for i in range(first, first + count)]
+    await submit(store, [NewJob(u, job_domain(u), "bench", max_attempts=4) for u in urls])
+
+
+async def timed(
+    repeats: int,
+    operation: Callable[[], Awaitable[Any]],
+    after: Callable[[Any], Awaitable[None]] | None = None,
+) -> list[float]:
+    """Milliseconds of each of `repeats` calls of `operation` (`after` runs untimed)."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = await operation()
+        times.append((time.perf_counter() - started) * 1000)
+        if after is not None:
+            await after(result)
+    return times
+
+
+async def claim_plans(database: Database, claim: Callable[[], Awaitable[Any]]) -> tuple[str, Any]:
+    """The plan of every query one claim sends, and the claim's result. The statements are
+    captured as the claim runs, then explained (on PostgreSQL with EXPLAIN ANALYZE, which
+    runs them again, in a transaction that is rolled back)."""
+    captured: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        many = isinstance(parameters, list)  # executemany: one row per parameter set
+        if not many and statement.lstrip().upper().startswith(("WITH", "UPDATE", "SELECT")):
+            captured.append((statement, parameters))
+
+    event.listen(database.engine.sync_engine, "before_cursor_execute", capture)
+    try:
+        result = await claim()
+    finally:
+        event.remove(database.engine.sync_engine, "before_cursor_execute", capture)
+    parts = []
+    async with database.engine.connect() as conn:
+        for statement, parameters in captured:
+            if statement.strip() == "SELECT 1" or statement.strip() == ";":
+                continue  # the pool's ping
+            rows = (await conn.exec_driver_sql(EXPLAIN[database.backend.name] + statement,
+                                               parameters)).all()  # fmt: skip
+            parts.append(f"-- {' '.join(statement.split())[:110]}...\n{_plan_text(rows)}")
+        await conn.rollback()
+    return "\n".join(parts), result
+
+
+def _plan_text(rows: list[Any]) -> str:
+    if not rows:
+        return "(no table read)"
+    if len(rows[0]) == 1:  # PostgreSQL: one line per row
+        return "\n".join(row[0] for row in rows)
+    depth = {0: -1}  # SQLite: (id, parent, notused, detail)
+    lines = []
+    for node, parent, _, detail in rows:
+        depth[node] = depth.get(parent, -1) + 1
+        lines.append("  " * depth[node] + detail)
+    return "\n".join(lines)
+
+
+async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]], str]:
+    """Time each operation; returns the times and the claim's query plans."""
+    queue, store = new_queue(database), JobStore(database, utc_now)
+    worker = f"bench:{uuid.uuid4().hex[:8]}"
+    submitted = args.pending
+
+    async def claim() -> list[Any]:
+        leases = await queue.claim(worker, BATCH, utc_now(), 60)
+        if len(leases) != BATCH:
+            raise RuntimeError(f"claimed {len(leases)} jobs, expected {BATCH}")
+        return leases
+
+    async def finish(leases: list[Any]) -> None:
+        """Untimed: the claimed jobs succeed, and as many new ones join the queue's tail."""
+        nonlocal submitted
+        now = utc_now()
+        for lease in leases:
+            await queue.record_success(lease, RESULT, now, 1)
+        await top_up(store, len(leases), submitted)
+        submitted += len(leases)
+
+    plans, leases = await claim_plans(database, claim)
+    await finish(leases)
+    never = datetime(2000, 1, 1, tzinfo=UTC)
+    times = {
+        "claim 32": await timed(args.repeats, claim, finish),
+        "next_due_at": await timed(args.repeats // 4, lambda: next_due_at(queue)),
+        "reclaim_expired": await timed(args.repeats // 4, lambda: queue.reclaim_expired(never)),
+        "list dead, 50": await timed(
+            args.repeats // 4, lambda: store.list(statuses=[JobStatus.DEAD], limit=50)
+        ),
+        "stats": await timed(max(3, args.repeats // 20), store.stats),
+    }
+    return times, plans
+
+
+async def run(args: Any) -> tuple[list[list[str]], list[str]]:
+    rows: list[list[str]] = []
+    plans: list[str] = []
+    results: dict[tuple[str, int], dict[str, list[float]]] = {}
+    for backend in backends(args.backend):
+        url = await fresh_database(backend, DATABASE)
+        database = Database(url)
+        await top_up(JobStore(database, utc_now), args.pending, 0)
+        loaded = 0
+        for size in args.terminal:
+            started = time.perf_counter()
+            await add_terminal_rows(database, loaded + 1, size)
+            loaded = size
+            if args.analyze:
+                async with database.write() as conn:
+                    await conn.execute(sa.text("ANALYZE"))
+            print(
+                f"{backend}: {size:,} terminal rows in {time.perf_counter() - started:.1f}s",
+                flush=True,
+            )
+            found, plan = await measure(database, args)
+            results[backend, size] = found
+            plans.append(f"{backend}, {size:,} terminal rows:\n{plan}")
+            for operation, times in found.items():
+                print(
+                    f"  {operation:16} median {median(times):8.2f} ms"
+                    f"  p99 {percentile(times, 0.99):8.2f} ms",
+                    flush=True,
+                )
+        await database.dispose()
+        await drop_database(backend, DATABASE)
+    for (backend, size), found in results.items():
+        for operation, times in found.items():
+            rows.append(
+                [
+                    backend,
+                    f"{size:,}",
+                    operation,
+                    str(len(times)),
+                    fmt(median(times), 2),
+                    fmt(percentile(times, 0.99), 2),
+                ]
+            )
+    return rows, plans
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="both")
+    parser.add_argument(
+        "--terminal",
+        type=lambda s: [int(n) for n in s.split(",")],
+        default=[1000, 1_000_000],
+        help="terminal rows, ascending (default 1000,1000000)",
+    )
+    parser.add_argument("--pending", type=int, default=1000, help="pending jobs (default 1000)")
+    parser.add_argument("--repeats", type=int, default=200, help="claims per size (default 200)")
+    parser.add_argument(
+        "--analyze",
+        action="store_true",
+        help="run ANALYZE after loading (the service never does on SQLite;"
+        " PostgreSQL's autovacuum would, but it is off on this machine)",
+    )
+    args = parser.parse_args()
+    began = time.monotonic()
+    print(", ".join(f"{k} {v}" for k, v in asyncio.run(environment()).items()), flush=True)
+    rows, plans = asyncio.run(run(args))
+    print("\n" + table(["backend", "terminal rows", "operation", "n", "median ms", "p99 ms"], rows))
+    print("\nClaim query plans:\n\n" + "\n\n".join(plans))
+    print(f"\ndone in {time.monotonic() - began:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""What every benchmark needs: a fresh database, the HTTP target, CPU readings, summaries.
+
+All traffic stays on 127.0.0.1. Databases are the benchmark's own: a SQLite file under
+bench/results/ and a PostgreSQL database dropped and created again for every run.
+"""
+
+import asyncio
+import inspect
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import asyncpg
+import sqlalchemy as sa
+
+from app.settings import Settings
+from app.states import JobStatus
+from app.store.database import Database, upgrade_to_head
+from app.store.queue import Queue
+from app.store.tables import Attempt, Job
+
+RESULTS = Path(__file__).parent / "results"
+BACKENDS = ("sqlite", "postgresql")
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+TICKS = os.sysconf("SC_CLK_TCK")
+TARGET_ENV = {"INGEST_ALLOWED_HOSTS": "127.0.0.1"}
+"""Settings for processes that fetch the target: the fetch guard refuses loopback otherwise."""
+
+jobs = Job.__table__
+attempts = Attempt.__table__
+
+
+def status_is(status: JobStatus) -> sa.ColumnElement[bool]:
+    """`status = '<literal>'`, as the store writes it, so the partial indexes serve it."""
+    return jobs.c.status == sa.literal_column(f"'{status}'")
+
+
+def backends(choice: str) -> list[str]:
+    """`both` -> sqlite, postgresql (the order rounds interleave them in)."""
+    return list(BACKENDS) if choice == "both" else [choice]
+
+
+def remove_sqlite_files(name: str) -> Path:
+    """Delete bench/results/<name>.db and its WAL files; returns the database's path."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return path
+
+
+async def fresh_database(backend: str, name: str) -> str:
+    """Drop and recreate database `name`, migrate it to head, and return its URL."""
+    if backend == "sqlite":
+        url = f"sqlite:///{remove_sqlite_files(name)}"
+    else:
+        admin = await asyncpg.connect(f"{PG_SERVER}/postgres")
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+        url = f"{PG_SERVER}/{name}"
+    await asyncio.to_thread(upgrade_to_head, url)
+    return url
+
+
+async def drop_database(backend: str, name: str) -> None:
+    if backend == "sqlite":
+        remove_sqlite_files(name)
+        return
+    admin = await asyncpg.connect(f"{PG_SERVER}/postgres")
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def environment() -> dict[str, str]:
+    """What the numbers depend on: cores, Python, SQLite, PostgreSQL, the commit measured."""
+    admin = await asyncpg.connect(f"{PG_SERVER}/postgres")
+    try:
+        pg_version = await admin.fetchval("SHOW server_version")
+        autovacuum = await admin.fetchval("SHOW autovacuum")
+    finally:
+        await admin.close()
+    git = await asyncio.create_subprocess_exec(
+        "git",
+        "describe",
+        "--always",
+        "--dirty",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    commit = (await git.communicate())[0].decode().strip()
+    return {
+        "cores": str(os.cpu_count()),
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "postgresql": f"{pg_version} (autovacuum {autovacuum})",
+        "commit": commit or "unknown",
+    }
+
+
+def start_target(delay_ms: float) -> tuple[subprocess.Popen[str], str]:
+    """Start bench.target in its own process; returns it and its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.target", "--port", "0", "--delay-ms", str(delay_ms)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    port = int(process.stdout.readline())
+    return process, f"http://127.0.0.1:{port}"
+
+
+def parent_pid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process, all its threads (utime + stime of /proc/pid/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine since boot, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    return sum(values) - idle, sum(values)
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    rank = max(1, round(fraction * len(ordered) + 0.5 - 1e-9))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    if value is None or value != value:  # None or NaN
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table, first column left-aligned and the others right-aligned."""
+    lines = ["| " + " | ".join(headers) + " |"]
+    lines.append("|---|" + "--:|" * (len(headers) - 1))
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def new_queue(database: Database) -> Queue:
+    """The worker's queue, with default settings where the Queue takes them."""
+    if "settings" in inspect.signature(Queue).parameters:
+        return Queue(database, Settings())  # type: ignore[call-arg]
+    return Queue(database)  # type: ignore[call-arg]
+
+
+async def next_due_at(queue: Queue) -> object:
+    """`Queue.next_due_at`, given the time where it takes it."""
+    if inspect.signature(queue.next_due_at).parameters:
+        from app.clock import utc_now
+
+        return await queue.next_due_at(utc_now())  # type: ignore[call-arg]
+    return await queue.next_due_at()  # type: ignore[call-arg]
