@@ -61,9 +61,9 @@ class Workers:
         }
         RESULTS.mkdir(exist_ok=True)
         self.logs = [RESULTS / f"worker-{i}.log" for i in range(count)]
+        self._files = [log.open("w") for log in self.logs]
         self.processes = [
-            subprocess.Popen([str(INGEST), "worker"], env=env, stderr=log.open("w"))
-            for log in self.logs
+            subprocess.Popen([str(INGEST), "worker"], env=env, stderr=file) for file in self._files
         ]
 
     @property
@@ -85,6 +85,8 @@ class Workers:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        for file in self._files:
+            file.close()
         for log in self.logs:
             if text := log.read_text().strip():
                 print(f"  {log.name}: {text[-1000:]}", file=sys.stderr)
