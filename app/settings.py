@@ -24,34 +24,29 @@ DEFAULT_TRANSIENT_ERRORS = (
 )
 
 
-def parse_status_codes(value: str) -> frozenset[int]:
-    """Parse `"408,500-599"` into the set of codes it names."""
-    codes: set[int] = set()
+def parse_ranges(value: str, lowest: int, highest: int, what: str) -> frozenset[int]:
+    """Parse `"408,500-599"` into the set of integers it names, each within [lowest, highest]."""
+    numbers: set[int] = set()
     for part in value.split(","):
         part = part.strip()
         if not part:
             continue
         low, _, high = part.partition("-")
         first, last = int(low), int(high or low)
-        if not 100 <= first <= last <= 599:
-            raise ValueError(f"bad HTTP status range {part!r}")
-        codes.update(range(first, last + 1))
-    return frozenset(codes)
+        if not lowest <= first <= last <= highest:
+            raise ValueError(f"bad {what} range {part!r}")
+        numbers.update(range(first, last + 1))
+    return frozenset(numbers)
+
+
+def parse_status_codes(value: str) -> frozenset[int]:
+    """Parse `"408,500-599"` into the set of HTTP statuses it names."""
+    return parse_ranges(value, 100, 599, "HTTP status")
 
 
 def parse_ports(value: str) -> frozenset[int]:
     """Parse `"80,443,1024-65535"` into the set of TCP ports it names."""
-    ports: set[int] = set()
-    for part in value.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        first, last = int(low), int(high or low)
-        if not 1 <= first <= last <= 65535:
-            raise ValueError(f"bad port range {part!r}")
-        ports.update(range(first, last + 1))
-    return frozenset(ports)
+    return parse_ranges(value, 1, 65535, "port")
 
 
 DEFAULT_CONTENT_TYPES = (
