@@ -44,6 +44,7 @@ from app.settings import Settings
 from app.states import ErrorKind
 from app.store.deliveries import Claimed, DeliveryStore
 from app.store.jobs import JobNotFound, JobStore
+from app.wakeup import Wakeup
 
 log = logging.getLogger("ingest.webhooks")
 
@@ -72,7 +73,7 @@ class Deliverer:
         self.settings = settings
         self.clock = clock
         self.rand = rand
-        self._wakeup = asyncio.Event()
+        self._wakeup = Wakeup()
         self._stopping = asyncio.Event()
         limits = httpx.Limits(max_connections=BATCH, max_keepalive_connections=BATCH)
         # The fetcher's guard: a callback URL is no way around the SSRF rules.
@@ -108,7 +109,7 @@ class Deliverer:
                     timeout = min(0.5 * 2 ** (errors - 1), 30.0)
                     log.exception("webhooks: database error; trying again in %.1fs", timeout)
                 if timeout > 0:
-                    await self._wait(timeout)
+                    await self._wakeup.wait(timeout)
         finally:
             await self.client.aclose()
 
@@ -191,11 +192,3 @@ class Deliverer:
         if next_due is not None:
             timeout = min(timeout, (next_due - self.clock()).total_seconds())
         return max(timeout, 0.001)
-
-    async def _wait(self, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                await self._wakeup.wait()
-        except TimeoutError:
-            pass
-        self._wakeup.clear()

@@ -22,6 +22,7 @@ from app.policy import decide
 from app.scheduling import domain_pause
 from app.settings import Settings
 from app.store.queue import Lease, Queue
+from app.wakeup import Wakeup
 
 log = logging.getLogger("ingest.worker")
 
@@ -48,7 +49,7 @@ class Worker:
         self.clock = clock
         self.rand = rand
         self.id = new_worker_id()
-        self._wakeup = asyncio.Event()
+        self._wakeup = Wakeup()
         self._stopping = asyncio.Event()
         self._inflight: dict[asyncio.Task[None], Lease] = {}
         self._last_reclaim = float("-inf")
@@ -94,7 +95,7 @@ class Worker:
                 log.exception(
                     "worker %s: database error; trying again in %s", self.id, events.seconds(delay)
                 )
-                await self._wait(delay)
+                await self._wakeup.wait(delay)
                 continue
             for lease in leases:
                 events.job_started(lease)
@@ -105,7 +106,7 @@ class Worker:
                 # More may be due: the claim skips domains at their limits, so a short batch
                 # does not mean nothing else is waiting.
                 continue
-            await self._wait(timeout)
+            await self._wakeup.wait(timeout)
 
     async def _claim(self, free: int) -> list[Lease]:
         return await self.queue.claim(self.id, free, self.clock(), self.settings.lease_seconds)
@@ -143,14 +144,6 @@ class Worker:
         if next_due is not None:
             timeout = min(timeout, (next_due - self.clock()).total_seconds())
         return max(timeout, 0.001)
-
-    async def _wait(self, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                await self._wakeup.wait()
-        except TimeoutError:
-            pass
-        self._wakeup.clear()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._inflight.pop(task, None)
