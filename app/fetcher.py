@@ -42,7 +42,14 @@ from app.content import (
     is_allowed_type,
     media_type,
 )
-from app.guard import BlockedDestination, Destinations, GuardedTransport, Resolver, system_resolver
+from app.guard import (
+    BlockedDestination,
+    Destinations,
+    GuardedTransport,
+    Resolver,
+    no_cookies,
+    system_resolver,
+)
 from app.policy import Failure, classify_exception, classify_status
 from app.settings import Settings
 from app.states import ErrorKind
@@ -108,6 +115,8 @@ class Fetcher:
             trust_env=False,
             # Followed in `_get`, one checked hop at a time.
             follow_redirects=False,
+            # Shared by every job and tenant: no cookie goes from one fetch to another.
+            cookies=no_cookies(),
             timeout=httpx.Timeout(
                 connect=settings.connect_timeout_seconds,
                 read=settings.read_timeout_seconds,

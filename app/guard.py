@@ -14,6 +14,9 @@ Two checks, each raising `BlockedDestination` before a byte is sent:
 `is_blocked` is the address classifier: everything that is not globally routable unicast.
 `INGEST_ALLOW_PRIVATE_NETWORKS` turns the address check off; ports, userinfo and
 `INGEST_BLOCKED_HOSTS` still apply. This module sends no HTTP and decides no retries.
+
+`no_cookies` is the other half of keeping the two clients (fetcher, webhook sender) safe to
+share: a jar that keeps nothing, so no request carries state from an earlier one.
 """
 
 import asyncio
@@ -22,6 +25,7 @@ import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from http.cookiejar import Cookie, CookieJar, CookiePolicy
 from ipaddress import IPv4Address, IPv6Address
 
 import httpcore
@@ -318,3 +322,34 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.destinations.check_url(request.url)
         return await super().handle_async_request(request)
+
+
+class _RefuseCookies(CookiePolicy):
+    """Parse no Set-Cookie header, store no cookie, send none."""
+
+    netscape = False  # with both off, CookieJar does not even parse Set-Cookie
+    rfc2965 = False
+    hide_cookie2 = True
+
+    def set_ok(self, cookie: Cookie, request: object) -> bool:
+        return False
+
+    def return_ok(self, cookie: Cookie, request: object) -> bool:
+        return False
+
+    def domain_return_ok(self, domain: str, request: object) -> bool:
+        return False
+
+    def path_return_ok(self, path: str, request: object) -> bool:
+        return False
+
+
+def no_cookies() -> CookieJar:
+    """A cookie jar that stays empty: the `cookies` of a client shared by jobs and tenants.
+
+    httpx keeps every Set-Cookie in its client's jar and sends it with every later request
+    to that site, whoever's job it is, and on a redirect's next hop; httpx 0.28 cannot turn
+    that off (encode/httpx#2992). It keeps this jar as given (it copies only the jars of
+    single requests), so its policy decides: nothing is stored.
+    """
+    return CookieJar(policy=_RefuseCookies())

@@ -63,6 +63,7 @@ def create_app(
             deliverer = Deliverer(app.state.deliveries, app.state.jobs, settings, clock, resolver)
             sending = asyncio.create_task(deliverer.run(), name="webhooks")
         app.state.worker = worker
+        app.state.deliverer = deliverer
         try:
             yield
         finally:

@@ -32,7 +32,14 @@ import httpx
 from app import __version__
 from app.api.schemas import JobOut
 from app.clock import Clock
-from app.guard import BlockedDestination, Destinations, GuardedTransport, Resolver, system_resolver
+from app.guard import (
+    BlockedDestination,
+    Destinations,
+    GuardedTransport,
+    Resolver,
+    no_cookies,
+    system_resolver,
+)
 from app.policy import (
     Failure,
     backoff_delay,
@@ -80,6 +87,7 @@ class Deliverer:
         self.client = httpx.AsyncClient(
             trust_env=False,
             follow_redirects=False,  # a 3xx is fatal: the receiver is misconfigured
+            cookies=no_cookies(),  # one receiver's cookie is no other's business
             timeout=settings.webhook_timeout_seconds,
             transport=GuardedTransport(Destinations.from_settings(settings), limits, resolver),
             headers={"User-Agent": f"ingest/{__version__} webhooks"},

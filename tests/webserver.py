@@ -35,6 +35,8 @@ class ScriptedServer:
         self.hits: dict[str, list[float]] = defaultdict(list)
         self.posts: dict[str, list[tuple[dict[str, str], bytes]]] = defaultdict(list)
         """Each POST's headers and body, per path (a POST is answered like a GET)."""
+        self.headers: dict[str, list[dict[str, str]]] = defaultdict(list)
+        """Each request's headers (GET or POST), per path."""
         self.in_flight = 0
         self.max_in_flight = 0
         self._httpd = _Server(("127.0.0.1", 0), self._handler())
@@ -84,6 +86,8 @@ class ScriptedServer:
             disable_nagle_algorithm = True  # headers and body go out in two writes
 
             def do_GET(self) -> None:
+                with server._lock:
+                    server.headers[self.path].append(dict(self.headers.items()))
                 reply = server._next_reply(self.path)
                 try:
                     if reply.delay:
