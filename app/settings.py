@@ -239,7 +239,10 @@ class Settings(BaseSettings):
         8, ge=1, le=100, description="POSTs a callback gets before its delivery is dead."
     )
     webhook_timeout_seconds: float = Field(
-        10.0, gt=0, description="Deadline for one callback POST, connect to answer."
+        10.0,
+        gt=0,
+        description="Deadline for one callback POST: connect, send and the answer's headers "
+        "(its body is never read).",
     )
 
     @field_validator("transient_errors", mode="before")

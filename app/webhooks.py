@@ -8,9 +8,11 @@ on the job id and event.
 
 Failures are classified and backed off with the fetches' machinery (`app.policy`:
 `classify_exception`, `classify_status`, `backoff_delay` with the same settings); fatal
-answers (4xx, a blocked address) end the delivery at once. A delivery never changes its
-job. This module issues no SQL (that is `app.store.deliveries`) and never sleeps on a
-delivery: the next attempt time is written to the row.
+answers (4xx, a blocked address) end the delivery at once. Only an answer's status and
+Retry-After are looked at: its body is never read, let alone decoded, so a receiver cannot
+make the sender hold or inflate anything. A delivery never changes its job. This module
+issues no SQL (that is `app.store.deliveries`) and never sleeps on a delivery: the next
+attempt time is written to the row.
 
 The signature, for receivers (README "Webhooks" shows how to check it)::
 
@@ -90,7 +92,8 @@ class Deliverer:
             cookies=no_cookies(),  # one receiver's cookie is no other's business
             timeout=settings.webhook_timeout_seconds,
             transport=GuardedTransport(Destinations.from_settings(settings), limits, resolver),
-            headers={"User-Agent": f"ingest/{__version__} webhooks"},
+            # The answer's body is never read; no coding, so none could be inflated.
+            headers={"User-Agent": f"ingest/{__version__} webhooks", "Accept-Encoding": "identity"},
         )
 
     def notify(self) -> None:
@@ -163,8 +166,12 @@ class Deliverer:
         if secret:
             headers["Ingest-Signature"] = sign(secret, timestamp, body)
         try:
+            request = self.client.build_request("POST", url, content=body, headers=headers)
+            # One deadline for connect, send and the answer's head. Only the status and
+            # Retry-After count: the body, whatever its size or coding, is never read.
             async with asyncio.timeout(self.settings.webhook_timeout_seconds):
-                response = await self.client.post(url, content=body, headers=headers)
+                response = await self.client.send(request, stream=True)
+                await response.aclose()
         except TimeoutError:
             message = f"no answer within {self.settings.webhook_timeout_seconds:g}s"
             return Failure(ErrorKind.TRANSIENT, "FetchTimeout", message)

@@ -1,5 +1,6 @@
 """Webhooks end to end: a receiver on 127.0.0.1 gets signed callbacks, on both backends."""
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -15,6 +16,7 @@ from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobStore, NewJob
 from app.store.queue import Queue
 from tests.conftest import eventually, running_app, wait_for_status
+from tests.receivers import Receiver
 from tests.webserver import Reply, ScriptedServer
 
 SECRET = "s3cret-for-tests"
@@ -155,3 +157,50 @@ async def test_store_owes_claims_and_fences(database_url):
         assert ("delivered", 2) == (delivery.status, delivery.attempts)
     finally:
         await database.dispose()
+
+
+async def hostile_delivery(make_settings, web, receiver: Receiver, **overrides) -> dict:
+    """A job whose callback goes to `receiver`; its one delivery once it is settled."""
+    settings = make_settings(webhook_max_attempts=1, **overrides)
+    async with running_app(settings) as (_, client):
+        job = await submit(client, web.url("/page"), receiver.url)
+
+        async def check() -> dict | None:
+            items = await deliveries(client, job["id"])
+            return items[0] if items and items[0]["status"] != "pending" else None
+
+        return await eventually(check, timeout=30)
+
+
+async def test_endless_answer_is_not_read(make_settings, web):
+    """A receiver that answers 200 and then streams forever: delivered at once, with only
+    what the socket buffers took sent, and the connection closed by the sender."""
+    async with Receiver("endless") as receiver:
+        delivery = await hostile_delivery(make_settings, web, receiver, webhook_timeout_seconds=5.0)
+        await asyncio.wait_for(receiver.gone.wait(), 10)
+    assert ("delivered", None) == (delivery["status"], delivery["last_error"])
+    assert receiver.sent < 4 * 1024 * 1024, receiver.sent
+
+
+async def test_gzip_bomb_answer_is_never_inflated(make_settings, web):
+    """A 200 whose gzip body inflates to 10 MB and then fails its CRC: delivered, because
+    the sender asked for no coding and never decoded (or read) the body."""
+    async with Receiver("bomb") as receiver:
+        delivery = await hostile_delivery(make_settings, web, receiver)
+    assert ("delivered", None) == (delivery["status"], delivery["last_error"])
+    [(_, headers)] = receiver.requests
+    assert "identity" == headers["accept-encoding"]
+
+
+async def test_silent_receiver_fails_transient_within_the_deadline(make_settings, web):
+    """A receiver that never answers: the POST gives up at webhook_timeout_seconds, a
+    transient FetchTimeout, and the connection is closed."""
+    async with Receiver("silent") as receiver:
+        delivery = await hostile_delivery(make_settings, web, receiver, webhook_timeout_seconds=1.0)
+        await asyncio.wait_for(receiver.gone.wait(), 10)
+    assert ("transient", "FetchTimeout") == (
+        delivery["last_error"]["kind"],
+        delivery["last_error"]["type"],
+    )
+    [(asked_at, _)] = receiver.requests
+    assert receiver.gone_at - asked_at < 1.0 + 4.0
