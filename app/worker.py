@@ -71,8 +71,13 @@ class Worker:
             try:
                 await self._loop()
             finally:
-                heartbeat.cancel()
-                await self._drain()
+                # Leases are renewed until the last job is recorded or handed back: a job
+                # whose lease lapsed during the grace period would be fetched again elsewhere.
+                try:
+                    await self._drain()
+                finally:
+                    heartbeat.cancel()
+                    await asyncio.wait([heartbeat])
         log.info("worker %s stopped", self.id)
 
     async def _loop(self) -> None:

@@ -9,7 +9,10 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from app.clock import utc_now
 from app.settings import Settings
+from app.store.database import Database
+from app.store.queue import Queue
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.webserver import Reply, ScriptedServer
 
@@ -165,6 +168,37 @@ async def test_graceful_shutdown_hands_the_job_back(make_settings, web):
         back = (await client.get(f"/jobs/{job['id']}")).json()
         assert ["interrupted"] == await history(client, job["id"])
     assert ("pending", 0, None) == (back["status"], back["attempts"], back["retry_after"])
+
+
+async def test_heartbeats_go_on_through_the_grace_period(make_settings, web):
+    """Stopped during a fetch longer than its lease, with a longer grace: the worker keeps
+    renewing the lease while it waits, so another worker has nothing to take back, and the
+    job succeeds with one fetch."""
+    url = web.script("/slow", Reply(delay=2.0))
+    settings = make_settings(
+        lease_seconds=1.0, shutdown_grace_seconds=5.0, read_timeout_seconds=5.0
+    )
+    other = Database(settings.database_url)  # another worker's view of the queue
+    reclaimed = []
+    try:
+        async with running_app(settings) as (app, client):
+            job = await submit(client, url)
+            await eventually(lambda: _running(client, job["id"]))
+            app.state.worker.stop()
+
+            async def finished() -> bool:
+                reclaimed.extend(await Queue(other, settings).reclaim_expired(utc_now()))
+                status = (await client.get(f"/jobs/{job['id']}")).json()["status"]
+                return status != "running"
+
+            await eventually(finished, timeout=15, interval=0.1)
+            done = (await client.get(f"/jobs/{job['id']}")).json()
+            outcomes = await history(client, job["id"])
+    finally:
+        await other.dispose()
+    assert [] == reclaimed
+    assert ("succeeded", 1, ["succeeded"]) == (done["status"], done["attempts"], outcomes)
+    assert 1 == web.count("/slow")
 
 
 async def _running(client, job_id: str) -> bool:
