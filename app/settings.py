@@ -59,6 +59,13 @@ DEFAULT_CONTENT_TYPES = (
     "text/xml",
 )
 
+MIN_LEASE_SECONDS = 0.5
+"""A worker renews its leases every third of the lease, each renewal a database write that
+must land within the other two thirds. Below half a second that leaves under a third of a
+second, which a write queued behind a claim on a busy host can miss: the job would be taken
+back and fetched twice. The shutdown grace needs no such bound: leases are renewed through it.
+"""
+
 # A host entry of INGEST_ALLOWED_HOSTS / INGEST_BLOCKED_HOSTS that is not an address or network.
 _HOST_PATTERN = re.compile(r"(\*\.)?[^\s*/:@\[\]]+")
 
@@ -124,7 +131,9 @@ class Settings(BaseSettings):
         2.0, gt=0, description="Longest idle wait before the worker looks for due jobs again."
     )
     lease_seconds: float = Field(
-        60.0, gt=0, description="A running job whose lease is this old is taken back."
+        60.0,
+        ge=MIN_LEASE_SECONDS,
+        description="A running job whose lease is this old is taken back; at least 0.5.",
     )
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="Time in-flight fetches get to finish on shutdown."

@@ -186,6 +186,7 @@ def test_status_codes_as_a_python_value() -> None:
         pytest.param({"max_redirects": -1}, id="max_redirects<0"),
         pytest.param({"max_body_bytes": 0}, id="max_body_bytes=0"),
         pytest.param({"port": 0}, id="port=0"),
+        pytest.param({"lease_seconds": 0.4}, id="lease<0.5"),
     ],
 )
 def test_invalid_values_are_rejected(overrides: dict[str, object]) -> None:
@@ -214,6 +215,8 @@ def test_backoff_max_below_base_is_rejected_from_the_environment(
         ),
         pytest.param({"backoff_jitter": 0.0}, id="jitter=0"),
         pytest.param({"max_redirects": 0}, id="max_redirects=0"),
+        pytest.param({"lease_seconds": 0.5}, id="lease=0.5"),
+        pytest.param({"lease_seconds": 0.5, "shutdown_grace_seconds": 600.0}, id="grace>lease"),
     ],
 )
 def test_boundary_values_are_accepted(overrides: dict[str, object]) -> None:
