@@ -16,6 +16,13 @@ One `bench.target` process serves every fetch. Each round runs, for each backend
   pickup = attempts.started_at - jobs.created_at of each job's first attempt.
 - no queue: the same number of GETs against the same target by `bench.fetch_alone`
   (plain httpx by default; `--baseline httpx,fetcher` adds the worker's Fetcher).
+- bare (`--baseline bare`), after each backend's drain: a fresh database with the same N
+  jobs, drained by P `bench.bare_loop` processes started together (claim one job, GET,
+  mark it succeeded; raw asyncpg or aiosqlite): the floor a job queue can reach here.
+  Jobs/s and worker CPU are the children's own, from "go" to their last empty claim.
+
+The headline table gives each ingest row's drain and worker CPU as a multiple of the bare
+loop on the same backend ("× bare") and of httpx alone ("× httpx").
 
 The machine may be shared: `--wait-idle S` waits up to S seconds before each run for it to
 be idle, and "not ours" reports the CPU other processes used during each run.
@@ -254,7 +261,8 @@ async def bare(backend: str, base_url: str, target_pid: int, processes: int, arg
     options = ["--database", url, "--url", base_url, "--concurrency", str(args.concurrency)]
     with children("bench.bare_loop", processes, *options) as started:
         first = probe.sample([target_pid])
-        results = await asyncio.to_thread(go, started)
+        async with asyncio.timeout(args.timeout):  # on expiry the children are killed
+            results = await asyncio.to_thread(go, started)
         last = probe.sample([target_pid])
     unfinished, failed = await probe.unfinished()
     sessions = await probe.sessions()
@@ -414,9 +422,8 @@ def headline_table(med: Median, args: Any) -> str:
         *(f"drain jobs/s, {p} process{'es' * (p > 1)}" for p in args.processes),
         f"worker CPU ms/job ({first} proc.)",
         "pickup p50 / p99 ms",
-        # The multiplication sign, not an "x": the table is for reading.
-        *(f"drain × {label}" for label in labels),  # noqa: RUF001
-        *(f"CPU × {label} ({first} proc.)" for label in labels),  # noqa: RUF001
+        *(f"drain × {label}" for label in labels),
+        *(f"CPU × {label} ({first} proc.)" for label in labels),
     ]
     rows = []
     chosen = backends(args.backend)
