@@ -31,5 +31,9 @@ lint: install
 openapi: install
 	.venv/bin/ingest openapi --output openapi.yaml
 
+# The short run (under 3 minutes here); `make bench BENCH_ARGS="..."` runs any other.
+BENCH_ARGS ?= --backend both --jobs 2000 --rounds 2 --processes 1 --latency-seconds 0 \
+	--baseline httpx,bare
+
 bench: install
 	.venv/bin/python -m bench.drain $(BENCH_ARGS)

@@ -30,9 +30,11 @@ from sqlalchemy import event
 
 from app.clock import utc_now
 from app.fetcher import FetchResult
+from app.settings import Settings
 from app.states import JobStatus
 from app.store.database import Database
 from app.store.jobs import JobStore, NewJob
+from app.store.queue import Queue
 from app.urls import job_domain
 from bench.harness import (
     backends,
@@ -41,8 +43,6 @@ from bench.harness import (
     fmt,
     fresh_database,
     median,
-    new_queue,
-    next_due_at,
     percentile,
     table,
 )
@@ -160,7 +160,7 @@ def _plan_text(rows: list[Any]) -> str:
 
 async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]], str]:
     """Time each operation; returns the times and the claim's query plans."""
-    queue, store = new_queue(database), JobStore(database, utc_now)
+    queue, store = Queue(database, Settings()), JobStore(database, utc_now)
     worker = f"bench:{uuid.uuid4().hex[:8]}"
     submitted = args.pending
 
@@ -184,7 +184,7 @@ async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]]
     never = datetime(2000, 1, 1, tzinfo=UTC)
     times = {
         "claim 32": await timed(args.repeats, claim, finish),
-        "next_due_at": await timed(args.repeats // 4, lambda: next_due_at(queue)),
+        "next_due_at": await timed(args.repeats // 4, lambda: queue.next_due_at(utc_now())),
         "reclaim_expired": await timed(args.repeats // 4, lambda: queue.reclaim_expired(never)),
         "list dead, 50": await timed(
             args.repeats // 4, lambda: store.list(statuses=[JobStatus.DEAD], limit=50)

@@ -16,6 +16,13 @@ One `bench.target` process serves every fetch. Each round runs, for each backend
   pickup = attempts.started_at - jobs.created_at of each job's first attempt.
 - no queue: the same number of GETs against the same target by `bench.fetch_alone`
   (plain httpx by default; `--baseline httpx,fetcher` adds the worker's Fetcher).
+- bare (`--baseline bare`), after each backend's drain: a fresh database with the same N
+  jobs, drained by P `bench.bare_loop` processes started together (claim one job, GET,
+  mark it succeeded; raw asyncpg or aiosqlite): the floor a job queue can reach here.
+  Jobs/s and worker CPU are the children's own, from "go" to their last empty claim.
+
+The headline table gives each ingest row's drain and worker CPU as a multiple of the bare
+loop on the same backend ("× bare") and of httpx alone ("× httpx").
 
 The machine may be shared: `--wait-idle S` waits up to S seconds before each run for it to
 be idle, and "not ours" reports the CPU other processes used during each run.
@@ -24,6 +31,7 @@ Prints Markdown tables of the medians; raw numbers go to bench/results/drain-*.j
 
 import argparse
 import asyncio
+import contextlib
 import inspect
 import json
 import os
@@ -31,7 +39,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -60,6 +68,11 @@ from bench.workers import Probe, Sample, Workers, cores_busy, cpu_between, new_j
 
 DATABASE = "ingest_bench"
 NAMES = {"sqlite": "ingest, SQLite", "postgresql": "ingest, PostgreSQL"}
+BARE_NAMES = {
+    "sqlite": "bare claim-one loop, SQLite",
+    "postgresql": "bare claim-one loop, PostgreSQL",
+}
+NO_QUEUE_NAMES = {"httpx": "httpx alone, no queue", "fetcher": "Fetcher alone, no queue"}
 IDLE_CORES = 0.3
 
 
@@ -174,39 +187,52 @@ async def latency(backend: str, base_url: str, args: Any) -> dict:
     }
 
 
-def no_queue(base_url: str, target_pid: int, mode: str, processes: int, args: Any) -> dict:
-    """`bench.fetch_alone` in P processes, N GETs in all, started together."""
-    per_process = args.jobs // processes
-    command = [
-        sys.executable,
-        "-m",
-        "bench.fetch_alone",
-        "--url",
-        base_url,
-        "--mode",
-        mode,
-        "--requests",
-        str(per_process),
-        "--concurrency",
-        str(args.concurrency),
-    ]
+@contextlib.contextmanager
+def children(module: str, processes: int, *options: str) -> Iterator[list[subprocess.Popen[str]]]:
+    """P processes of `python -m <module> <options>`, each up and `ready` on entry."""
+    command = [sys.executable, "-m", module, *options]
     env = os.environ | TARGET_ENV
-    children = [
-        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        for _ in range(processes)
-    ]
-    for child in children:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-    target_cpu, ticks = cpu_seconds(target_pid), machine_ticks()
-    for child in children:
+    with contextlib.ExitStack() as stack:
+        started = [
+            stack.enter_context(
+                subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+                )
+            )
+            for _ in range(processes)
+        ]
+        try:
+            for child in started:
+                assert child.stdout is not None
+                if (line := child.stdout.readline().strip()) != "ready":
+                    raise RuntimeError(f"{module} {child.pid} said {line!r}, not 'ready'")
+            yield started
+        except BaseException:
+            for child in started:
+                child.kill()  # not EOF: a child waiting for "go" would take it as one
+            raise
+
+
+def go(started: list[subprocess.Popen[str]]) -> list[dict]:
+    """Start every child's measured phase, then read each one's JSON line."""
+    for child in started:
         assert child.stdin is not None
         child.stdin.write("go\n")
         child.stdin.flush()
-    results = [json.loads(child.stdout.readline()) for child in children if child.stdout]
-    first = Sample(0, {target_pid: target_cpu}, 0.0, ticks)
-    last = Sample(0, {target_pid: cpu_seconds(target_pid)}, 0.0, machine_ticks())
-    for child in children:
-        child.wait()
+    return [json.loads(child.stdout.readline()) for child in started if child.stdout]
+
+
+def no_queue(base_url: str, target_pid: int, mode: str, processes: int, args: Any) -> dict:
+    """`bench.fetch_alone` in P processes, N GETs in all, started together."""
+    per_process = args.jobs // processes
+    options = ["--url", base_url, "--mode", mode, "--requests", str(per_process)]
+    with children(
+        "bench.fetch_alone", processes, *options, "--concurrency", str(args.concurrency)
+    ) as started:
+        target_cpu, ticks = cpu_seconds(target_pid), machine_ticks()
+        results = go(started)
+        first = Sample(0, {target_pid: target_cpu}, 0.0, ticks)
+        last = Sample(0, {target_pid: cpu_seconds(target_pid)}, 0.0, machine_ticks())
     done = per_process * processes
     if failures := sum(r["failures"] for r in results):
         raise RuntimeError(f"{failures} of {done} requests failed")
@@ -218,6 +244,48 @@ def no_queue(base_url: str, target_pid: int, mode: str, processes: int, args: An
         "target_cpu_ms": cpu_between(first, last) / done * 1000,
         "cores_busy": cores_busy(first, last),
         "other_cores": cores_busy(first, last) - ours / seconds,
+    }
+
+
+async def bare(backend: str, base_url: str, target_pid: int, processes: int, args: Any) -> dict:
+    """`bench.bare_loop` in P processes, started together, on a fresh database holding the
+    drain's N jobs (submitted the drain's way). Jobs/s and worker CPU are the children's
+    own, from "go" to their last claim coming back empty."""
+    url = await fresh_database(backend, DATABASE)
+    probe = Probe(Database(url))
+    await probe.find_server()
+    await submit(probe.store, new_jobs(base_url, args.jobs))
+    if args.analyze:
+        async with probe.database.write() as conn:
+            await conn.execute(sa.text("ANALYZE"))
+    options = ["--database", url, "--url", base_url, "--concurrency", str(args.concurrency)]
+    with children("bench.bare_loop", processes, *options) as started:
+        first = probe.sample([target_pid])
+        async with asyncio.timeout(args.timeout):  # on expiry the children are killed
+            results = await asyncio.to_thread(go, started)
+        last = probe.sample([target_pid])
+    unfinished, failed = await probe.unfinished()
+    sessions = await probe.sessions()
+    await probe.database.dispose()
+    done = sum(r["jobs"] for r in results)
+    if failures := sum(r["failures"] for r in results):
+        raise RuntimeError(f"{failures} of {done} requests failed")
+    if done != args.jobs or unfinished or failed:
+        raise RuntimeError(f"{done} of {args.jobs} jobs done, {unfinished + failed} left")
+    seconds = max(r["seconds"] for r in results)
+    worker_cpu = sum(r["cpu_seconds"] for r in results)
+    server_cpu = last.server - first.server
+    ours = worker_cpu + cpu_between(first, last) + server_cpu
+    per_job = 1000 / done  # seconds in all -> ms per job
+    return {
+        "jobs_per_s": done / seconds,
+        "worker_cpu_ms": worker_cpu * per_job,
+        "db_server_cpu_ms": server_cpu * per_job if backend == "postgresql" else float("nan"),
+        "target_cpu_ms": cpu_between(first, last, [target_pid]) * per_job,
+        "bench_cpu_ms": cpu_between(first, last, [os.getpid()]) * per_job,
+        "cores_busy": cores_busy(first, last),
+        "other_cores": cores_busy(first, last) - ours / (last.at - first.at),
+        "connections_per_1k": sessions * per_job if sessions else float("nan"),
     }
 
 
@@ -245,40 +313,35 @@ async def run(args: Any) -> list[dict]:
         values["busy_before"] = busy_before
         results.append({"kind": kind, "name": name, "processes": processes, "round": rnd, **values})
         shown = ", ".join(f"{k}={fmt(v, 2)}" for k, v in values.items())
-        print(f"round {rnd} {kind:8} {name:22} P={processes}: {shown}", flush=True)
+        print(f"round {rnd} {kind:8} {name:31} P={processes}: {shown}", flush=True)
 
     try:
         for rnd in range(1, args.rounds + 1):
             for backend in backends(args.backend):
-                name = NAMES[backend]
                 for processes in args.processes:
-                    await measure(
-                        "drain",
-                        name,
-                        processes,
-                        rnd,
-                        partial(drain, backend, base_url, target.pid, processes, args),
-                    )
+                    drain_run = partial(drain, backend, base_url, target.pid, processes, args)
+                    await measure("drain", NAMES[backend], processes, rnd, drain_run)
+                    if "bare" in args.baseline:
+                        bare_run = partial(bare, backend, base_url, target.pid, processes, args)
+                        await measure("bare", BARE_NAMES[backend], processes, rnd, bare_run)
                 if args.latency_seconds > 0:
-                    await measure(
-                        "latency", name, 1, rnd, partial(latency, backend, base_url, args)
-                    )
+                    latency_run = partial(latency, backend, base_url, args)
+                    await measure("latency", NAMES[backend], 1, rnd, latency_run)
             for mode in args.baseline:
-                name = {"httpx": "httpx alone", "fetcher": "Fetcher alone"}[mode] + ", no queue"
-                for processes in args.processes:
-                    await measure(
-                        "no-queue",
-                        name,
-                        processes,
-                        rnd,
-                        partial(no_queue, base_url, target.pid, mode, processes, args),
-                    )
+                if mode in NO_QUEUE_NAMES:
+                    for processes in args.processes:
+                        alone = partial(no_queue, base_url, target.pid, mode, processes, args)
+                        await measure("no-queue", NO_QUEUE_NAMES[mode], processes, rnd, alone)
     finally:
         target.terminate()
         target.wait()
         for backend in backends(args.backend):
             await drop_database(backend, DATABASE)
     return results
+
+
+Median = Callable[[str, str, int, str], float]
+"""med(kind, name, processes, key): the median of one figure over the rounds."""
 
 
 def summarize(results: list[dict], args: Any) -> str:
@@ -293,50 +356,7 @@ def summarize(results: list[dict], args: Any) -> str:
     def med(kind: str, name: str, processes: int, key: str) -> float:
         return median(groups.get((kind, name, processes), {}).get(key, []))
 
-    first = args.processes[0]
-    headers = [
-        "system",
-        *(f"drain jobs/s, {p} process{'es' * (p > 1)}" for p in args.processes),
-        f"worker CPU ms/job ({first} proc.)",
-        "pickup p50 / p99 ms",
-    ]
-    rows = []
-    systems = [NAMES[b] for b in backends(args.backend)]
-    for name in systems:
-        kind = "drain"
-        rows.append(
-            [
-                name,
-                *(fmt(med(kind, name, p, "jobs_per_s"), 0) for p in args.processes),
-                fmt(med(kind, name, first, "worker_cpu_ms"), 2),
-                f"{fmt(med('latency', name, 1, 'p50_ms'))} / "
-                f"{fmt(med('latency', name, 1, 'p99_ms'))}",
-            ]
-        )
-    if len(systems) == 2:
-        a, b = systems
-
-        def ratio(kind: str, processes: int, key: str) -> str:
-            return fmt(med(kind, b, processes, key) / med(kind, a, processes, key), 2)
-
-        rows.append(
-            [
-                "ratio PostgreSQL / SQLite",
-                *(ratio("drain", p, "jobs_per_s") for p in args.processes),
-                ratio("drain", first, "worker_cpu_ms"),
-                f"{ratio('latency', 1, 'p50_ms')} / {ratio('latency', 1, 'p99_ms')}",
-            ]
-        )
-    for name in sorted({n for k, n, _ in groups if k == "no-queue"}, reverse=True):
-        rows.append(
-            [
-                name,
-                *(fmt(med("no-queue", name, p, "jobs_per_s"), 0) for p in args.processes),
-                fmt(med("no-queue", name, first, "worker_cpu_ms"), 2),
-                "-",
-            ]
-        )
-    headline = table(headers, rows)
+    headline = headline_table(med, args)
 
     columns = {
         "jobs_per_s": ("jobs/s", 0),
@@ -357,6 +377,90 @@ def summarize(results: list[dict], args: Any) -> str:
     headers = ["system", "processes", *(title for title, _ in columns.values())]
     detail = table(headers, detail_rows)
     return f"{headline}\n\nWhere the CPU goes (medians):\n\n{detail}"
+
+
+def headline_table(med: Median, args: Any) -> str:
+    """Drain jobs/s, worker CPU and pickup per system; for ingest (and the bare loop), the
+    ratio of each to the bare loop on the same backend and to httpx alone."""
+    first = args.processes[0]
+    labels = [label for label in ("bare", "httpx") if label in args.baseline]
+
+    def reference(label: str, backend: str) -> tuple[str, str]:
+        """The (kind, name) of the runs a `backend` row is compared with."""
+        if label == "bare":
+            return "bare", BARE_NAMES[backend]
+        return "no-queue", NO_QUEUE_NAMES["httpx"]
+
+    def ratios(kind: str, name: str, backend: str | None) -> list[str]:
+        """Drain jobs/s for each process count, then worker CPU, over each reference."""
+        if backend is None:
+            return ["-"] * (2 * len(labels))
+        drain, cpu = [], []
+        for ref in (reference(label, backend) for label in labels):
+            if ref == (kind, name):
+                drain.append("-")
+                cpu.append("-")
+                continue
+            speed = "jobs_per_s"
+            over = [fmt(med(kind, name, p, speed) / med(*ref, p, speed), 2) for p in args.processes]
+            drain.append(" / ".join(over))
+            cost = "worker_cpu_ms"
+            cpu.append(fmt(med(kind, name, first, cost) / med(*ref, first, cost), 2))
+        return drain + cpu
+
+    def row(kind: str, name: str, backend: str | None, pickup: str) -> list[str]:
+        return [
+            name,
+            *(fmt(med(kind, name, p, "jobs_per_s"), 0) for p in args.processes),
+            fmt(med(kind, name, first, "worker_cpu_ms"), 2),
+            pickup,
+            *ratios(kind, name, backend),
+        ]
+
+    headers = [
+        "system",
+        *(f"drain jobs/s, {p} process{'es' * (p > 1)}" for p in args.processes),
+        f"worker CPU ms/job ({first} proc.)",
+        "pickup p50 / p99 ms",
+        *(f"drain × {label}" for label in labels),
+        *(f"CPU × {label} ({first} proc.)" for label in labels),
+    ]
+    rows = []
+    chosen = backends(args.backend)
+    for backend in chosen:
+        name = NAMES[backend]
+        pickup = (
+            f"{fmt(med('latency', name, 1, 'p50_ms'))} / {fmt(med('latency', name, 1, 'p99_ms'))}"
+        )
+        rows.append(row("drain", name, backend, pickup))
+    if len(chosen) == 2:
+        a, b = (NAMES[backend] for backend in chosen)
+
+        def ratio(kind: str, processes: int, key: str) -> str:
+            return fmt(med(kind, b, processes, key) / med(kind, a, processes, key), 2)
+
+        rows.append(
+            [
+                "ratio PostgreSQL / SQLite",
+                *(ratio("drain", p, "jobs_per_s") for p in args.processes),
+                ratio("drain", first, "worker_cpu_ms"),
+                f"{ratio('latency', 1, 'p50_ms')} / {ratio('latency', 1, 'p99_ms')}",
+                *["-"] * (2 * len(labels)),
+            ]
+        )
+    if "bare" in args.baseline:
+        rows += [row("bare", BARE_NAMES[backend], backend, "-") for backend in chosen]
+    for mode in args.baseline:
+        if mode in NO_QUEUE_NAMES:
+            rows.append(row("no-queue", NO_QUEUE_NAMES[mode], None, "-"))
+    return table(headers, rows)
+
+
+def baselines(text: str) -> list[str]:
+    chosen = [m for m in text.split(",") if m]
+    if unknown := set(chosen) - {*NO_QUEUE_NAMES, "bare"}:
+        raise argparse.ArgumentTypeError(f"unknown baseline {', '.join(sorted(unknown))}")
+    return chosen
 
 
 def main() -> None:
@@ -384,10 +488,10 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0 skips it")
     parser.add_argument(
         "--baseline",
-        type=lambda s: [m for m in s.split(",") if m],
+        type=baselines,
         default=["httpx"],
-        help="no-queue runs: httpx (default), fetcher (the worker's Fetcher), both"
-        " comma-separated, or '' for none",
+        help="comma-separated: httpx (default: a bare httpx client, no queue), fetcher (the"
+        " worker's Fetcher, no queue), bare (a bare claim-one loop on each backend); '' for none",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="per drain, seconds")
     parser.add_argument(

@@ -5,7 +5,6 @@ bench/results/ and a PostgreSQL database dropped and created again for every run
 """
 
 import asyncio
-import inspect
 import os
 import sqlite3
 import statistics
@@ -17,10 +16,8 @@ from pathlib import Path
 import asyncpg
 import sqlalchemy as sa
 
-from app.settings import Settings
 from app.states import JobStatus
-from app.store.database import Database, upgrade_to_head
-from app.store.queue import Queue
+from app.store.database import upgrade_to_head
 from app.store.tables import Attempt, Job
 
 RESULTS = Path(__file__).parent / "results"
@@ -163,19 +160,3 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines.append("|---|" + "--:|" * (len(headers) - 1))
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def new_queue(database: Database) -> Queue:
-    """The worker's queue, with default settings where the Queue takes them."""
-    if "settings" in inspect.signature(Queue).parameters:
-        return Queue(database, Settings())  # type: ignore[call-arg]
-    return Queue(database)  # type: ignore[call-arg]
-
-
-async def next_due_at(queue: Queue) -> object:
-    """`Queue.next_due_at`, given the time where it takes it."""
-    if inspect.signature(queue.next_due_at).parameters:
-        from app.clock import utc_now
-
-        return await queue.next_due_at(utc_now())  # type: ignore[call-arg]
-    return await queue.next_due_at()  # type: ignore[call-arg]
