@@ -110,7 +110,7 @@ def _statuses(raw: str | None) -> list[JobStatus]:
     status_code=status.HTTP_201_CREATED,
     responses={
         200: {"model": JobOut, "description": "Same Idempotency-Key again: the first job"},
-        **responses(403, 409),
+        **responses(403, 409, 413),
     },
 )
 async def submit_job(
@@ -136,7 +136,12 @@ async def submit_job(
     return JobOut.of(job)
 
 
-@router.post("/batch", name="submit_batch", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/batch",
+    name="submit_batch",
+    status_code=status.HTTP_201_CREATED,
+    responses=responses(403, 413),
+)
 async def submit_batch(
     body: BatchIn, jobs: JobsDep, settings: SettingsDep, caller: CallerDep
 ) -> JobList:
