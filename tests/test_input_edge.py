@@ -1,19 +1,29 @@
-"""The API's input edge on both backends: oversize bodies answer 413 before anything reads
-them."""
+"""The API's input edge on both backends: oversize bodies, strings that are not text, values
+the databases cannot hold. Each answers a 4xx, and nothing stored can break a read."""
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
+import sqlalchemy as sa
 import uvicorn
+from typer.testing import CliRunner
 
+from app.cli import cli
 from app.main import create_app
+from app.settings import Settings
 from tests.conftest import eventually, running_app
 from tests.test_hostile import MiB, PeakRSS
 
 URL = "http://example.test/page"
 KEY = "k" * 20
 JSON = {"content-type": "application/json"}
+
+
+async def post_raw(client: httpx.AsyncClient, body: bytes, path: str = "/jobs") -> httpx.Response:
+    return await client.post(path, content=body, headers=JSON)
 
 
 def is_problem(response: httpx.Response, status: int) -> bool:
@@ -124,3 +134,136 @@ async def _upload_forever(port: int) -> tuple[bytes, int]:
     finally:
         writer.close()
     return status_line.split()[1], sent
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({"k": "x" * 16 * 1024}, "metadata is 16392 bytes of JSON; at most 16384"),
+        ({"a": [[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]}, "metadata is nested deeper than 16 levels"),
+    ],
+)
+async def test_metadata_is_bounded(client, metadata, message):
+    """metadata over 16 KiB of JSON or nested deeper than 16 levels is a 422."""
+    response = await client.post("/jobs", json={"url": URL, "metadata": metadata})
+    assert 422 == response.status_code
+    assert message in response.json()["detail"][0]["msg"]
+    deepest = {"a": [[[[[[[[[[[[[[1]]]]]]]]]]]]]]}  # 16 levels, the metadata object included
+    assert 201 == (await client.post("/jobs", json={"url": URL, "metadata": deepest})).status_code
+
+
+# Strings that are not text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"url": "http://example.test/", "metadata": {"k": "\\ud800"}}',
+        b'{"url": "http://example.test/", "metadata": {"\\udfff": 1}}',
+        b'{"url": "http://example.test/", "metadata": {"k": ["ok", {"deep": "a\\udc80b"}]}}',
+        b'{"url": "http://example.test/\\ud800"}',
+        b'{"url": "http://example.test/", "callback_url": "http://example.test/\\ud800"}',
+        b'{"url": "http://example.test/", "tenant": "\\ud800"}',
+        b'{"url": "http://example.test/", "\\ud800": 1}',
+        b'{"url": "http://example.test/", "priority": "\\ud800"}',
+    ],
+)
+async def test_a_lone_surrogate_anywhere_is_422_and_nothing_is_stored(client, body):
+    """A string, key or value, that is not Unicode text is refused before it is stored."""
+    single = await post_raw(client, body)
+    batch = await post_raw(client, b'{"jobs": [' + body + b"]}", "/jobs/batch")
+    listed = await client.get("/jobs")
+    assert (422, 422) == (single.status_code, batch.status_code)
+    assert "must be Unicode text" in single.json()["detail"][0]["msg"]
+    assert (200, []) == (listed.status_code, listed.json()["items"])
+
+
+async def test_a_valid_surrogate_pair_is_text(client):
+    """Escaped surrogate pairs are one character, kept as sent."""
+    response = await post_raw(
+        client, b'{"url": "http://example.test/", "metadata": {"\\ud83d\\ude00": "\\ud83d\\ude00"}}'
+    )
+    assert (201, {"😀": "😀"}) == (response.status_code, response.json()["metadata"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"url": "http://example.test/\\u0000"}',
+        b'{"url": "http://example.test/", "callback_url": "http://example.test/\\u0000"}',
+        b'{"url": "http://example.test/", "tenant": "a\\u0000"}',
+    ],
+)
+async def test_nul_in_a_text_field_is_422(client, body):
+    """NUL, which PostgreSQL text cannot hold, is refused in the fields stored as text."""
+    assert 422 == (await post_raw(client, body)).status_code
+
+
+async def test_nul_in_metadata_is_kept(client):
+    """metadata is a JSON column: both databases keep an escaped NUL, key or value."""
+    response = await post_raw(
+        client, b'{"url": "http://example.test/", "metadata": {"a\\u0000": "b\\u0000"}}'
+    )
+    job = response.json()
+    assert (201, {"a\x00": "b\x00"}) == (response.status_code, job["metadata"])
+    assert job == (await client.get(f"/jobs/{job['id']}")).json()
+
+
+async def _plant(database_url: str, job_id: str, metadata_json: str) -> None:
+    """Write a job's metadata behind the API's back, as a row stored before it checked."""
+    settings = Settings(_env_file=None, database_url=database_url, worker_enabled=False)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        database = app.state.database
+        cast = "CAST(:m AS json)" if database.backend.name == "postgresql" else ":m"
+        async with database.write() as conn:
+            await conn.execute(
+                sa.text(f"UPDATE jobs SET metadata = {cast} WHERE id = :id"),
+                {"m": metadata_json, "id": job_id},
+            )
+
+
+def _nulled(levels: int) -> object:
+    """`levels` nested lists around a null: how a deeper nesting is shown."""
+    value: object = None
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+STORED = {
+    "surrogates": (
+        '{"k\\ud800": ["\\udfff", {"x": "a\\udc80b"}]}',
+        {"k\ufffd": ["\ufffd", {"x": "a\ufffdb"}]},
+    ),
+    # 32 levels are shown (the metadata object and 31 lists), the rest is null.
+    "deep": ('{"k": ' + "[" * 300 + "]" * 300 + "}", {"k": _nulled(31)}),
+}
+
+
+@pytest.mark.parametrize("stored", sorted(STORED))
+def test_stored_bad_metadata_breaks_no_read(
+    database_url, make_settings, monkeypatch, tmp_path, stored
+):
+    """Metadata already stored with lone surrogates (or nested 300 deep) is shown with U+FFFD
+    (null) by GET /jobs, GET /jobs/{id} and `ingest jobs list --json`."""
+    planted, expected = STORED[stored]
+
+    async def submit_and_plant() -> tuple[str, list, dict]:
+        async with running_app(make_settings(worker_enabled=False)) as (_, client):
+            job_id = (await client.post("/jobs", json={"url": URL})).json()["id"]
+        await _plant(database_url, job_id, planted)
+        async with running_app(make_settings(worker_enabled=False)) as (_, client):
+            listed = await client.get("/jobs")
+            one = await client.get(f"/jobs/{job_id}")
+            assert (200, 200) == (listed.status_code, one.status_code)
+            return job_id, listed.json()["items"], one.json()
+
+    job_id, listed, one = asyncio.run(submit_and_plant())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INGEST_DATABASE_URL", database_url)
+    result = CliRunner().invoke(cli, ["jobs", "list", "--json"])
+    assert 0 == result.exit_code, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [expected] * 3 == [listed[0]["metadata"], one["metadata"], lines[0]["metadata"]]
+    assert [job_id] * 3 == [listed[0]["id"], one["id"], lines[0]["id"]]

@@ -18,6 +18,7 @@ from app.states import JobStatus
 from app.store.database import Database
 from app.store.queue import attempts, jobs, status_is
 from app.store.tables import Attempt, Domain, Job, Tenant
+from app.strings import shown
 
 TERMINAL = (JobStatus.SUCCEEDED.value, JobStatus.DEAD.value, JobStatus.CANCELLED.value)
 """Statuses a job never leaves by itself: the ones an operator may delete."""
@@ -71,7 +72,9 @@ class Stats:
 
 def _job(columns: Mapping[str, Any]) -> Job:
     values = dict(columns)
-    values["meta"] = values.pop("metadata")
+    # Rows stored before the API refused them may hold lone surrogates (or NaN, on SQLite)
+    # in their metadata: shown with U+FFFD (null) so no list or read of them can fail.
+    values["meta"] = shown(values.pop("metadata"))
     return Job(**values)
 
 
