@@ -2,6 +2,7 @@
 the databases cannot hold. Each answers a 4xx, and nothing stored can break a read."""
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 
@@ -267,3 +268,82 @@ def test_stored_bad_metadata_breaks_no_read(
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [expected] * 3 == [listed[0]["metadata"], one["metadata"], lines[0]["metadata"]]
     assert [job_id] * 3 == [listed[0]["id"], one["id"], lines[0]["id"]]
+
+
+# Values the databases cannot hold, odd times and ids
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (b'{"url": "http://example.test/", "metadata": {"k": NaN}}', "metadata"),
+        (b'{"url": "http://example.test/", "metadata": {"k": [Infinity]}}', "metadata"),
+        (b'{"url": "http://example.test/", "metadata": {"k": -Infinity}}', "metadata"),
+        (b'{"url": "http://example.test/", "metadata": {"k": 1e400}}', "metadata"),
+        (b'{"url": "http://example.test/", "priority": NaN}', "priority"),
+        (b'{"url": "http://example.test/", "max_attempts": 1e400}', "max_attempts"),
+        (
+            b'{"url": "http://example.test/", "not_before": "9999-12-31T23:59:59-14:00"}',
+            "not_before",
+        ),
+        (
+            b'{"url": "http://example.test/", "not_before": "0001-01-01T00:00:00+14:00"}',
+            "not_before",
+        ),
+        (b'{"url": "http://' + b"a." * 130 + b'test/"}', "url"),
+    ],
+)
+async def test_values_no_database_can_hold_are_422(client, body, where):
+    """NaN and Infinity, times out of range once in UTC, hosts longer than DNS allows: 422."""
+    response = await post_raw(client, body)
+    batch = await post_raw(client, b'{"jobs": [' + body + b"]}", "/jobs/batch")
+    assert (422, 422) == (response.status_code, batch.status_code)
+    assert where == response.json()["detail"][0]["loc"][-1]
+
+
+def cursor(raw: str) -> str:
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "9999-12-31T23:59:59-14:00|0172ff91-2bc7-4277-8c54-cfd050bbf331",
+        "0001-01-01T00:00:00+14:00|0172ff91-2bc7-4277-8c54-cfd050bbf331",
+        "2026-01-01T00:00:00+00:00|a\x00b",
+        "2026-01-01T00:00:00+00:00|not-an-id",
+    ],
+)
+async def test_a_cursor_out_of_range_or_not_ours_is_400(client, raw):
+    """A cursor whose time leaves the calendar in UTC, or whose id is not a job id: 400."""
+    assert is_problem(await client.get("/jobs", params={"cursor": cursor(raw)}), 400)
+
+
+async def test_nul_in_ids_and_filters_names_nothing(client):
+    """NUL in a job id, a domain or tenant filter, or a domain to resume: 404 or nothing
+    found, never the database's error."""
+    job = (
+        await client.post("/jobs", json={"url": URL, "not_before": "2999-01-01T00:00:00Z"})
+    ).json()
+    for method, path in [
+        ("GET", "/jobs/a%00b"),
+        ("GET", "/jobs/a%00b/attempts"),
+        ("GET", "/jobs/a%00b/deliveries"),
+        ("GET", "/jobs/a%00b/content"),
+        ("GET", "/jobs/a%00b/text"),
+        ("POST", "/jobs/a%00b/retry"),
+        ("POST", "/jobs/a%00b/cancel"),
+        ("DELETE", "/jobs/a%00b"),
+        ("POST", "/domains/a%00b/resume"),
+        ("POST", "/dashboard/jobs/a%00b/retry"),
+    ]:
+        response = await client.request(method, path)
+        assert response.status_code in (404, 303), (path, response.status_code)
+    for params in ({"domain": "a\x00b"}, {"tenant": "a\x00b"}, {"domain": "example.test\x00"}):
+        listed = await client.get("/jobs", params=params)
+        assert (200, []) == (listed.status_code, listed.json()["items"])
+    requeued = await client.post("/jobs/retry", params={"domain": "a\x00b"})
+    dashboard = await client.get("/dashboard", params={"domain": "a\x00b"})
+    assert (200, {"requeued": 0}) == (requeued.status_code, requeued.json())
+    assert 200 == dashboard.status_code
+    assert 200 == (await client.get(f"/jobs/{job['id']}")).status_code

@@ -1,6 +1,6 @@
 """Wire models: what the API accepts and returns. Timestamps are ISO-8601 UTC."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -39,6 +39,15 @@ class JobIn(BaseModel):
     @classmethod
     def _bounded(cls, value: Any) -> Any:
         return bounded_metadata(value)
+
+    @field_validator("not_before")
+    @classmethod
+    def _in_utc(cls, value: datetime | None) -> datetime | None:
+        # 9999-12-31T23:59:59-14:00 is past the last datetime once in UTC, as the store keeps it.
+        try:
+            return None if value is None else value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("not_before must fall within the years 1 to 9999 in UTC") from None
 
     @field_validator("url", "callback_url")
     @classmethod
