@@ -16,6 +16,8 @@ from fastapi_offline import FastAPIOffline
 import app as package
 from app import observability
 from app.api import content, dashboard, deliveries, domains, jobs, metrics, ops, problems
+from app.api.body_limit import BodyLimit
+from app.api.cross_site import CrossSiteGuard
 from app.clock import Clock, utc_now
 from app.fetcher import Fetcher
 from app.guard import Resolver, system_resolver
@@ -87,6 +89,10 @@ def create_app(
     )
     problems.install(app)
     metrics.install(app, app_metrics)
+    # Each added middleware wraps the ones before: the body limit runs first, before anything
+    # reads or parses a body, and before any route looks at the API key.
+    app.add_middleware(CrossSiteGuard)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.include_router(jobs.router)
     app.include_router(deliveries.router)
     app.include_router(content.router)

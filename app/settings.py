@@ -123,6 +123,13 @@ class Settings(BaseSettings):
     # HTTP API
     host: str = Field("127.0.0.1", description="Address `ingest serve` listens on.")
     port: int = Field(8000, ge=1, le=65535, description="Port `ingest serve` listens on.")
+    max_request_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body read (413 beyond it). 4 MiB holds a full batch of "
+        "1,000 jobs with 2 KiB URLs and 1 KiB of metadata each (about 3.3 MB of JSON), and "
+        "bounds what one request can make a process buffer and parse.",
+    )
 
     # Worker
     worker_enabled: bool = Field(True, description="Run the worker inside `ingest serve`.")

@@ -3,6 +3,8 @@
 import httpx
 
 MAX_URL_LENGTH = 2048
+MAX_HOST_LENGTH = 253
+"""The longest DNS name; the domain column (300) also holds a port and IPv6 brackets."""
 
 
 def job_domain(url: str) -> str:
@@ -24,6 +26,9 @@ def job_domain(url: str) -> str:
         raise ValueError("URL must have a host")
     if parsed.port is not None and not 0 < parsed.port < 65536:
         raise ValueError("URL port must be between 1 and 65535")
+    # raw_host is the ASCII (IDNA) form, never shorter than the Unicode one kept as domain.
+    if len(parsed.raw_host) > MAX_HOST_LENGTH:
+        raise ValueError(f"URL host is longer than {MAX_HOST_LENGTH} characters")
     host = parsed.host.lower()
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"

@@ -32,7 +32,7 @@ async def test_no_or_wrong_key_is_401_problem(client):
 
 async def test_health_and_docs_need_no_key(client):
     """Probes and documentation stay open."""
-    for path in ("/healthz", "/readyz", "/docs", "/openapi.json"):
+    for path in ("/healthz", "/readyz", "/docs", "/redoc", "/openapi.json"):
         assert 200 == (await client.get(path)).status_code, path
 
 
@@ -80,3 +80,52 @@ async def test_bulk_retry_stays_in_the_tenant(client):
     """A tenant's bulk retry requeues nothing of another tenant's."""
     response = await client.post("/jobs/retry", params={"status": "dead"}, headers=auth(KEY_B))
     assert {"requeued": 0} == response.json()
+
+
+FOREIGN = [
+    {"Origin": "https://evil.example"},
+    {"Origin": "null"},
+    {"Origin": "http://ingest.evil.example"},
+    {"Sec-Fetch-Site": "cross-site"},
+    {"Sec-Fetch-Site": "cross-site", "Origin": "http://ingest"},
+]
+
+
+async def test_open_api_refuses_state_changes_from_another_site(make_settings):
+    """No keys set: a POST or DELETE from another site's page (Origin or Sec-Fetch-Site) is a
+    403 problem and changes nothing; the same origin, and reads, pass."""
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        job = (await client.post("/jobs", json={"url": URL})).json()
+        refused = []
+        for headers in FOREIGN:
+            form = {"content-type": "application/x-www-form-urlencoded", **headers}
+            for method, path in [
+                ("POST", "/jobs"),
+                ("POST", "/jobs/batch"),
+                ("POST", f"/jobs/{job['id']}/cancel"),
+                ("POST", f"/jobs/{job['id']}/retry"),
+                ("POST", "/jobs/retry"),
+                ("DELETE", f"/jobs/{job['id']}"),
+                ("POST", "/domains/example.test/resume"),
+                ("POST", "/dashboard/retry"),
+            ]:
+                response = await client.request(method, path, headers=form, content=b"a=1")
+                refused.append(
+                    (response.status_code, response.headers["content-type"])
+                    != (403, "application/problem+json")
+                )
+        still = (await client.get(f"/jobs/{job['id']}", headers=FOREIGN[0])).json()
+        same_site = {"Origin": "http://ingest", "Sec-Fetch-Site": "same-origin"}
+        cancelled = await client.post(f"/jobs/{job['id']}/cancel", headers=same_site)
+    assert [] == [i for i, passed in enumerate(refused) if passed]
+    assert "pending" == still["status"]
+    assert (200, "cancelled") == (cancelled.status_code, cancelled.json()["status"])
+
+
+async def test_a_bearer_key_may_come_from_anywhere(client):
+    """With keys set, a request that carries one as Bearer is a program's, not a browser's:
+    another Origin does not matter. Without one it is 403 before the key would be asked."""
+    foreign = {"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"}
+    keyed = await client.post("/jobs", json={"url": URL}, headers=foreign | auth(KEY_A))
+    keyless = await client.post("/jobs", json={"url": URL}, headers=foreign)
+    assert (201, 403) == (keyed.status_code, keyless.status_code)

@@ -228,6 +228,22 @@ async def test_cross_site_form_posts_are_refused(client):
     assert (403, 303) == (foreign.status_code, same.status_code)
 
 
+async def test_basic_credentials_do_not_excuse_a_cross_site_post(make_settings):
+    """The browser adds the admin's Basic credentials to another site's form post: still 403.
+    A Bearer key, which no browser adds by itself, passes."""
+    admin = "adm-1-0123456789abc"
+    settings = make_settings(worker_enabled=False, api_keys={admin: "*"})
+    foreign = {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+    async with running_app(settings) as (_, client):
+        basic = await client.post(
+            "/dashboard/retry", headers=foreign | {"Authorization": _basic("ops", admin)}
+        )
+        bearer = await client.post(
+            "/dashboard/retry", headers=foreign | {"Authorization": f"Bearer {admin}"}
+        )
+    assert (403, 303) == (basic.status_code, bearer.status_code)
+
+
 async def test_api_keys_in_settings_shut_it_to_all_but_admins(make_settings):
     """INGEST_API_KEYS set: the admin key opens it; a tenant's key or none is 401."""
     admin, shop = "admin-key-0123456789", "shop-key-0123456789"

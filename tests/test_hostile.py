@@ -184,6 +184,27 @@ async def test_batch_names_the_blocked_item(make_settings):
     assert 0 == sum(stats["counts"].values())
 
 
+@pytest.mark.parametrize("path", ["/jobs", "/jobs/batch"])
+async def test_blocked_callback_url_is_422_at_submit(make_settings, path: str):
+    """A callback_url the guard refuses on sight is a 422 like the job's URL; nothing stored."""
+    settings = guarded(make_settings, worker_enabled=False)
+    job = {"url": "https://example.com/", "callback_url": "http://169.254.169.254/hook"}
+    async with guarded_app(settings) as client:
+        response = await client.post(path, json={"jobs": [job]} if path.endswith("batch") else job)
+        stats = (await client.get("/stats")).json()
+    loc = ["body", "jobs", 0] if path.endswith("batch") else ["body"]
+    assert 422 == response.status_code
+    assert [
+        {
+            "type": "value_error",
+            "loc": [*loc, "callback_url"],
+            "input": "http://169.254.169.254/hook",
+            "msg": "169.254.169.254 is not a public address",
+        }
+    ] == response.json()["detail"]
+    assert 0 == sum(stats["counts"].values())
+
+
 async def test_private_literal_is_accepted_when_private_networks_are_allowed(make_settings):
     """INGEST_ALLOW_PRIVATE_NETWORKS=true accepts a loopback URL at submit."""
     settings = guarded(make_settings, worker_enabled=False, allow_private_networks=True)

@@ -69,10 +69,18 @@ def _new_job(
     )
 
 
+def _urls_of(job: JobIn, loc: tuple[str | int, ...]) -> dict[tuple[str | int, ...], str]:
+    """The job's URLs by their place in the body: the one fetched, and the callback's."""
+    urls = {(*loc, "url"): job.url}
+    if job.callback_url is not None:
+        urls[(*loc, "callback_url")] = job.callback_url
+    return urls
+
+
 def _refuse_blocked(urls: dict[tuple[str | int, ...], str], settings: Settings) -> None:
     """422 for URLs the SSRF guard refuses on sight: a blocked literal address, a port not
     allowed, a blocked host, userinfo. Names that resolve to blocked addresses are refused
-    when fetched (the job dies with BlockedDestination)."""
+    when fetched (the job dies with BlockedDestination, a callback's delivery is dead)."""
     destinations = Destinations.from_settings(settings)
     errors = []
     for loc, url in urls.items():
@@ -110,7 +118,7 @@ def _statuses(raw: str | None) -> list[JobStatus]:
     status_code=status.HTTP_201_CREATED,
     responses={
         200: {"model": JobOut, "description": "Same Idempotency-Key again: the first job"},
-        **responses(403, 409),
+        **responses(403, 409, 413),
     },
 )
 async def submit_job(
@@ -122,7 +130,7 @@ async def submit_job(
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     """Queue a URL to fetch."""
-    _refuse_blocked({("body", "url"): body.url}, settings)
+    _refuse_blocked(_urls_of(body, ("body",)), settings)
     new = _new_job(body, caller, settings, idempotency_key)
     if idempotency_key is None:
         job, created = (await jobs.submit([new]))[0], True
@@ -136,13 +144,23 @@ async def submit_job(
     return JobOut.of(job)
 
 
-@router.post("/batch", name="submit_batch", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/batch",
+    name="submit_batch",
+    status_code=status.HTTP_201_CREATED,
+    responses=responses(403, 413),
+)
 async def submit_batch(
     body: BatchIn, jobs: JobsDep, settings: SettingsDep, caller: CallerDep
 ) -> JobList:
     """Queue 1 to 1,000 URLs at once, all or nothing."""
     _refuse_blocked(
-        {("body", "jobs", i, "url"): job.url for i, job in enumerate(body.jobs)}, settings
+        {
+            loc: url
+            for i, job in enumerate(body.jobs)
+            for loc, url in _urls_of(job, ("body", "jobs", i)).items()
+        },
+        settings,
     )
     created = await jobs.submit([_new_job(item, caller, settings) for item in body.jobs])
     events.jobs_submitted(len(created))

@@ -6,11 +6,14 @@ Request validation keeps FastAPI's 422 shape; everything else comes through here
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from app.api.schemas import Problem
 from app.store.jobs import BadCursor, IdempotencyConflict, JobNotFound, StateConflict
+from app.strings import shown
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -33,6 +36,12 @@ def responses(*statuses: int) -> dict[int | str, dict[str, object]]:
 
 
 def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own 422, but the input it echoes is what was refused: it may hold lone
+        # surrogates, NaN or nesting too deep to serialize, which must not make it a 500.
+        return JSONResponse({"detail": jsonable_encoder(shown(exc.errors()))}, status_code=422)
+
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
         response = problem(exc.status_code, str(exc.detail) if exc.detail else None)

@@ -1,10 +1,11 @@
 """Wire models: what the API accepts and returns. Timestamps are ISO-8601 UTC."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.api.bodies import METADATA_MAX_BYTES, METADATA_MAX_DEPTH, bounded_metadata, text_only
 from app.states import AttemptOutcome, DeadReason, ErrorKind, JobStatus
 from app.store.tables import Attempt, Delivery, Job
 from app.urls import job_domain
@@ -21,9 +22,32 @@ class JobIn(BaseModel):
         None, ge=1, le=100, description="Attempt budget; INGEST_MAX_ATTEMPTS when omitted."
     )
     not_before: AwareDatetime | None = Field(None, description="Do not fetch before this time.")
-    metadata: dict[str, Any] | None = Field(None, description="Opaque JSON kept with the job.")
+    metadata: dict[str, Any] | None = Field(
+        None,
+        description=f"Opaque JSON kept with the job: at most {METADATA_MAX_BYTES} bytes, "
+        f"{METADATA_MAX_DEPTH} levels deep, finite numbers.",
+    )
     callback_url: str | None = Field(None, description="Notified when the job finishes.")
     tenant: str | None = Field(None, pattern=TENANT_PATTERN, description="Defaults to `default`.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text(cls, body: Any) -> Any:
+        return text_only(body)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        return bounded_metadata(value)
+
+    @field_validator("not_before")
+    @classmethod
+    def _in_utc(cls, value: datetime | None) -> datetime | None:
+        # 9999-12-31T23:59:59-14:00 is past the last datetime once in UTC, as the store keeps it.
+        try:
+            return None if value is None else value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("not_before must fall within the years 1 to 9999 in UTC") from None
 
     @field_validator("url", "callback_url")
     @classmethod

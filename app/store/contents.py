@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.fetcher import FetchResult
 from app.store.database import Database
-from app.store.tables import Job, JobContent
+from app.store.tables import Job, JobContent, is_job_id
 
 contents = JobContent.__table__
 jobs = Job.__table__
@@ -53,6 +53,8 @@ class ContentStore:
 
         A job of another tenant than `tenant` (when given) is no job.
         """
+        if not is_job_id(job_id):
+            return Content(None)
         column = contents.c.text if text else contents.c.content
         stmt = (
             sa.select(jobs.c.status, contents.c.content_type, column)

@@ -13,6 +13,7 @@ from app.states import JobStatus
 from app.store.claim import domains, jobs, status_is
 from app.store.database import Database
 from app.store.tables import Domain
+from app.strings import storable
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class DomainStore:
 
     async def resume(self, domain: str) -> bool:
         """Clear the domain's pause now. False if it has no row (no job ever named it)."""
+        if not storable(domain):
+            return False  # no row can hold it, and PostgreSQL would fail on a NUL
         stmt = (
             sa.update(domains)
             .where(domains.c.domain == domain.lower())

@@ -8,7 +8,7 @@ import binascii
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,7 +17,8 @@ from sqlalchemy.exc import IntegrityError
 from app.states import JobStatus
 from app.store.database import Database
 from app.store.queue import attempts, jobs, status_is
-from app.store.tables import Attempt, Domain, Job, Tenant
+from app.store.tables import Attempt, Domain, Job, Tenant, is_job_id
+from app.strings import shown, storable
 
 TERMINAL = (JobStatus.SUCCEEDED.value, JobStatus.DEAD.value, JobStatus.CANCELLED.value)
 """Statuses a job never leaves by itself: the ones an operator may delete."""
@@ -71,7 +72,9 @@ class Stats:
 
 def _job(columns: Mapping[str, Any]) -> Job:
     values = dict(columns)
-    values["meta"] = values.pop("metadata")
+    # Rows stored before the API refused them may hold lone surrogates (or NaN, on SQLite)
+    # in their metadata: shown with U+FFFD (null) so no list or read of them can fail.
+    values["meta"] = shown(values.pop("metadata"))
     return Job(**values)
 
 
@@ -85,9 +88,11 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         created, job_id = raw.split("|", 1)
         created_at = datetime.fromisoformat(created)
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        # An offset can carry the time past year 9999 (or before year 1) in UTC.
+        created_at = created_at.astimezone(UTC) if created_at.tzinfo else None
+    except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise BadCursor("cursor is not one this service returned") from exc
-    if created_at.tzinfo is None:
+    if created_at is None or not is_job_id(job_id):
         raise BadCursor("cursor is not one this service returned")
     return created_at, job_id
 
@@ -175,6 +180,8 @@ class JobStore:
 
     async def get(self, job_id: str, tenant: str | None = None) -> Job:
         """The job; JobNotFound if there is none, or it belongs to another than `tenant`."""
+        if not is_job_id(job_id):
+            raise JobNotFound(job_id)
         stmt = sa.select(jobs).where(jobs.c.id == job_id)
         if tenant is not None:
             stmt = stmt.where(jobs.c.tenant == tenant)
@@ -199,6 +206,9 @@ class JobStore:
         cursor: str | None = None,
     ) -> Page:
         """Newest first, `limit` at a time; pass `next_cursor` back for the next page."""
+        after = decode_cursor(cursor) if cursor else None
+        if not _storable(domain, tenant):
+            return Page([], None)
         stmt = sa.select(jobs).order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit + 1)
         if statuses:
             stmt = stmt.where(sa.or_(*(status_is(s) for s in statuses)))
@@ -206,9 +216,8 @@ class JobStore:
             stmt = stmt.where(jobs.c.domain == domain.lower())
         if tenant:
             stmt = stmt.where(jobs.c.tenant == tenant)
-        if cursor:
-            created_at, job_id = decode_cursor(cursor)
-            stmt = stmt.where(sa.tuple_(jobs.c.created_at, jobs.c.id) < (created_at, job_id))
+        if after is not None:
+            stmt = stmt.where(sa.tuple_(jobs.c.created_at, jobs.c.id) < after)
         async with self.db.read() as conn:
             items = [_job(row._mapping) for row in await conn.execute(stmt)]
         more = len(items) > limit
@@ -217,6 +226,8 @@ class JobStore:
 
     async def waiting(self, domain: str | None = None, limit: int = 50) -> "list[Job]":
         """Pending jobs held back by a `retry_after`, the soonest due first."""
+        if not _storable(domain):
+            return []
         stmt = (
             sa.select(jobs)
             .where(status_is(JobStatus.PENDING), jobs.c.retry_after.is_not(None))
@@ -255,6 +266,8 @@ class JobStore:
         """Requeue every dead or cancelled job (optionally of one domain) with a fresh budget."""
         if not statuses or not set(statuses) <= {JobStatus.DEAD, JobStatus.CANCELLED}:
             raise ValueError("only dead and cancelled jobs can be requeued in bulk")
+        if not _storable(domain, tenant):
+            return 0
         stmt = sa.update(jobs).where(jobs.c.status.in_([s.value for s in statuses]))
         if domain:
             stmt = stmt.where(jobs.c.domain == domain.lower())
@@ -288,6 +301,8 @@ class JobStore:
 
         JobNotFound for no job (or another tenant's); StateConflict while pending or running.
         """
+        if not is_job_id(job_id):
+            raise JobNotFound(job_id)
         stmt = sa.delete(jobs).where(jobs.c.id == job_id, jobs.c.status.in_(TERMINAL))
         if tenant is not None:
             stmt = stmt.where(jobs.c.tenant == tenant)
@@ -310,6 +325,12 @@ class JobStore:
             oldest_created = (await conn.execute(oldest)).scalar()
         age = None if oldest_created is None else (self.clock() - oldest_created).total_seconds()
         return Stats(counts, age)
+
+
+def _storable(*filters: str | None) -> bool:
+    """False if a filter holds what no row can (NUL, a lone surrogate): it matches nothing,
+    and PostgreSQL would fail on it rather than say so."""
+    return all(storable(value) for value in filters if value)
 
 
 def _fresh_budget(now: datetime) -> dict[str, Any]:

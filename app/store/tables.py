@@ -4,6 +4,7 @@ Timestamps are stored as naive UTC in both databases (`UTCDateTime`) and come ba
 so SQLite's text timestamps and PostgreSQL's compare the same way.
 """
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +27,16 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         return None if value is None else value.replace(tzinfo=UTC)
+
+
+def is_job_id(text: str) -> bool:
+    """Job ids are UUIDs: any other text names no job, and need not reach a database that
+    may refuse it (PostgreSQL fails on NUL)."""
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _ts(nullable: bool = True) -> Any:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.urls import MAX_URL_LENGTH, job_domain
+from app.urls import MAX_HOST_LENGTH, MAX_URL_LENGTH, job_domain
 
 
 @pytest.mark.parametrize(
@@ -102,3 +102,26 @@ def test_rejection_does_not_chain_the_parser_error() -> None:
         job_domain("http://example.com:abc/")
 
     assert (None, True) == (info.value.__cause__, info.value.__suppress_context__)
+
+
+def test_host_of_the_longest_dns_name_is_accepted() -> None:
+    """A host of MAX_HOST_LENGTH (253) characters is accepted, with a port."""
+    host = ("a" * 62 + ".") * 4 + "b"  # 253 characters
+    assert (MAX_HOST_LENGTH, f"{host}:8080") == (len(host), job_domain(f"http://{host}:8080/"))
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        ("a" * 62 + ".") * 4 + "bc",  # 254 characters
+        "a" * 320,  # over the domain column's 300
+        "a." * 150 + "b",  # many short labels
+    ],
+)
+def test_host_longer_than_a_dns_name_is_rejected(host: str) -> None:
+    """A host over 253 characters (in its ASCII form) is refused: DNS has no such name, and
+    the domain column could not hold it."""
+    with pytest.raises(ValueError) as info:
+        job_domain(f"http://{host}/")
+
+    assert "URL host is longer than 253 characters" == str(info.value)

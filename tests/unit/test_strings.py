@@ -1,0 +1,70 @@
+"""app.strings and app.api.bodies: which strings can be stored, what a job's body may hold,
+and how stored JSON is made safe to send."""
+
+import json
+
+import pytest
+
+from app.api.bodies import METADATA_MAX_BYTES, bounded_metadata, text_only
+from app.strings import is_text, shown, storable, strings_in
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "stored"),
+    [
+        ("plain", True, True),
+        ("😀 ü \ufffd", True, True),
+        ("a\x00b", True, False),
+        ("\ud800", False, False),
+        ("a\udfffb", False, False),
+        ("\ud83d\ude00", False, False),  # a pair of code points is two lone surrogates in Python
+    ],
+)
+def test_is_text_and_storable(value: str, text: bool, stored: bool) -> None:
+    """Lone surrogates are not text; NUL is text that PostgreSQL cannot store."""
+    assert (text, stored) == (is_text(value), storable(value))
+
+
+def test_strings_in_walks_keys_and_values_without_recursion() -> None:
+    """Every string, keys included, even 5,000 levels down."""
+    deep: object = "bottom"
+    for _ in range(5000):
+        deep = [deep]
+    assert {"k", "v", "x", "d", "bottom"} == set(strings_in({"k": ["v", {"x": 1.5}], "d": deep}))
+
+
+def test_shown_replaces_what_json_cannot_carry() -> None:
+    """Lone surrogates become U+FFFD, NaN and infinities null, too deep null; a copy."""
+    value = {"k\ud800": ["a\udc80b", float("nan"), float("inf"), 1.5, 7, True, None]}
+    expected = {"k\ufffd": ["a\ufffdb", None, None, 1.5, 7, True, None]}
+    assert expected == shown(value)
+    assert [[None]] == shown([[[1]]], depth=2)
+    assert ["loc", 0] == shown(("loc", 0))
+    json.dumps(shown(value), allow_nan=False).encode()
+
+
+def test_text_only_refuses_a_lone_surrogate_anywhere() -> None:
+    """A body with a lone surrogate in any key or value is refused, a valid one passes."""
+    assert {"a": ["😀"]} == text_only({"a": ["😀"]})
+    for body in ({"\ud800": 1}, {"a": ["\udfff"]}, {"a": {"b": "x\ud800"}}):
+        with pytest.raises(ValueError, match="Unicode text"):
+            text_only(body)
+
+
+def test_metadata_bounds() -> None:
+    """Exactly 16 KiB of compact JSON and 16 levels pass; one byte or level more does not;
+    numbers must be finite."""
+    filler = "x" * (METADATA_MAX_BYTES - len('{"k":""}'))
+    assert {"k": filler} == bounded_metadata({"k": filler})
+    nested: object = 1
+    for _ in range(15):
+        nested = [nested]
+    assert {"a": nested} == bounded_metadata({"a": nested})
+    for bad, message in [
+        ({"k": filler + "x"}, "at most 16384"),
+        ({"a": [nested]}, "deeper than 16"),
+        ({"a": [1, {"b": float("nan")}]}, "finite"),
+        ({"a": float("-inf")}, "finite"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            bounded_metadata(bad)
