@@ -4,6 +4,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from app.fetcher import FetchResult
 from app.policy import Failure, MarkDead, Reschedule
@@ -12,6 +13,7 @@ from app.states import DeadReason, ErrorKind, JobStatus
 from app.store.database import Database
 from app.store.jobs import JobStore, NewJob
 from app.store.queue import Queue
+from app.store.tables import Domain
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 RESULT = FetchResult(200, "http://a.test/", "text/html", 10, "0" * 64, "t")
@@ -163,3 +165,32 @@ async def test_release_gives_the_attempt_back(store):
         back.worker_id,
     )
     assert ["interrupted"] == [a.outcome for a in await jobs.attempts(job.id)]
+
+
+BLOCKED = {
+    "not due": ({"not_before": NOW + timedelta(hours=1)}, {}),
+    "paused domain": ({}, {"paused_until": NOW + timedelta(hours=1)}),
+    "domain at its in-flight limit": ({}, {"in_flight": 1000}),
+    "domain inside its min interval": ({}, {"next_start_at": NOW + timedelta(hours=1)}),
+}
+
+
+@pytest.mark.parametrize(("job_fields", "domain_row"), BLOCKED.values(), ids=list(BLOCKED))
+async def test_blocked_tenants_do_not_hold_up_a_due_one(store, job_fields, domain_row):
+    """40 never-served tenants whose only jobs cannot start now (more tenants than the
+    claim's slots) do not keep the claim from a later tenant's due job on a healthy domain."""
+    jobs, queue = store
+    blocked = [
+        new(url=f"http://blocked.test/{i}", domain="blocked.test", tenant=f"a{i:02}", **job_fields)
+        for i in range(40)
+    ]
+    await jobs.submit(blocked)
+    due = (await jobs.submit([new(tenant="z")]))[0]
+    if domain_row:
+        domains = Domain.__table__
+        async with queue.db.write() as conn:
+            await conn.execute(
+                sa.update(domains).where(domains.c.domain == "blocked.test").values(**domain_row)
+            )
+    claimed = await queue.claim("w", 2, NOW + timedelta(seconds=1), 60)
+    assert [due.id] == [lease.id for lease in claimed]
