@@ -214,11 +214,16 @@ async def _count_starts(
         ),
         [{"d": domain, "n": n} for domain, n in sorted(starts.items())],
     )
-    # Tenants served in this claim keep their turn order: a microsecond apart.
-    order = list(dict.fromkeys(c.tenant for c in chosen))
+    # Tenants served in this claim keep their turn order: a microsecond apart. The rows are
+    # updated in name order, like the domains': two claims that serve the same tenants in
+    # different turn orders would otherwise lock them crosswise and deadlock (PostgreSQL).
+    turns = {
+        t: now + timedelta(microseconds=i)
+        for i, t in enumerate(dict.fromkeys(c.tenant for c in chosen))
+    }
     await conn.execute(
         sa.update(tenants)
         .where(tenants.c.tenant == sa.bindparam("t"))
         .values(last_served_at=sa.bindparam("at")),
-        [{"t": t, "at": now + timedelta(microseconds=i)} for i, t in enumerate(order)],
+        [{"t": t, "at": at} for t, at in sorted(turns.items())],
     )
