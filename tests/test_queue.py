@@ -2,6 +2,7 @@
 
 import asyncio
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -106,6 +107,38 @@ async def test_stale_worker_write_is_a_no_op(store):
     assert [(1, "old", "interrupted"), (2, "new", "succeeded")] == outcomes
 
 
+async def test_a_stale_attempt_cannot_touch_the_retried_job(store):
+    """Same worker, same attempt number: after its lease was taken back and an operator
+    retried the job, the first attempt's heartbeat, record and release change nothing, and
+    the new attempt's success counts."""
+    jobs, queue = store
+    job = (await jobs.submit([new(max_attempts=1)]))[0]
+    (stale,) = await queue.claim("w", 1, NOW, 1)
+    (reclaimed,) = await queue.reclaim_expired(NOW + timedelta(seconds=2))
+    await jobs.retry(job.id)
+    (fresh,) = await queue.claim("w", 1, NOW + timedelta(seconds=3), 60)
+    assert reclaimed.dead
+    assert (stale.worker_id, stale.attempt) == (fresh.worker_id, fresh.attempt)
+    later = NOW + timedelta(seconds=4)
+    fatal = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
+    assert set() == await queue.extend_leases([stale], later + timedelta(seconds=60))
+    assert (False, None) == await queue.record_failure(
+        stale, fatal, MarkDead(DeadReason.FATAL), later, 5
+    )
+    assert False is await queue.release(stale, later)
+    assert False is await queue.record_success(stale, RESULT, later, 5)
+    still = await jobs.get(job.id)
+    assert (JobStatus.RUNNING, NOW + timedelta(seconds=63)) == (
+        still.status,
+        still.lease_expires_at,
+    )
+    assert True is await queue.record_success(fresh, RESULT, NOW + timedelta(seconds=5), 5)
+    done = await jobs.get(job.id)
+    outcomes = [(a.number, a.outcome) for a in await jobs.attempts(job.id)]
+    assert (JobStatus.SUCCEEDED, None, None) == (done.status, done.worker_id, done.lease_id)
+    assert [(1, "interrupted"), (1, "succeeded")] == outcomes
+
+
 async def test_expired_lease_with_no_budget_left_is_dead(store):
     """A lost attempt that was the last of the budget kills the job: lease_expired."""
     jobs, queue = store
@@ -124,8 +157,9 @@ async def test_live_lease_is_not_reclaimed(store):
     await jobs.submit([new()])
     (lease,) = await queue.claim("w", 1, NOW, 10)
     assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=5))
-    assert {lease.id} == await queue.extend_leases("w", [lease.id], NOW + timedelta(seconds=30))
-    assert set() == await queue.extend_leases("other", [lease.id], NOW + timedelta(seconds=90))
+    assert {lease} == await queue.extend_leases([lease], NOW + timedelta(seconds=30))
+    other = replace(lease, lease_id="someone else's")
+    assert set() == await queue.extend_leases([other], NOW + timedelta(seconds=90))
     assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=20))
 
 

@@ -14,11 +14,14 @@
    their limits again, now that no other claim can change them.
 4. `app.scheduling.choose` picks the jobs: priority, tenants in turn, oldest first, domain
    limits re-checked on the locked rows.
-5. Mark them running, count the attempt, lease them; count the domains' fetches in flight
-   and the tenants' turns; open the attempts' history rows.
+5. Mark them running, count the attempt, lease them under a fresh random `lease_id` (the
+   fencing token of every later write, `app.store.queue`); count the domains' fetches in
+   flight and stamp the tenants' turns (rows updated in name order, so claims never
+   deadlock); open the attempts' history rows.
 """
 
 import math
+import uuid
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -140,8 +143,9 @@ async def claim_rows(
     lease_seconds: float,
     settings: Settings,
 ) -> list[tuple[sa.Row, datetime]]:
-    """Run steps 1-5 in the caller's write transaction; returns the claimed jobs' rows, each
-    with the time it became due (`DUE_SINCE`, read before the claim overwrites it)."""
+    """Run steps 1-5 in the caller's write transaction; returns the claimed jobs' rows (with
+    their `lease_id`), each with the time it became due (`DUE_SINCE`, read before the claim
+    overwrites it)."""
     last_served, candidates = await find_candidates(conn, limit, now, settings)
     if not candidates:
         return []
@@ -168,6 +172,9 @@ async def claim_rows(
             attempts=jobs.c.attempts + 1,
             lease_expires_at=now + timedelta(seconds=lease_seconds),
             worker_id=worker_id,
+            # One token for every job of this claim is enough: a claim takes a job once, and
+            # the next claim of the job writes a new token.
+            lease_id=uuid.uuid4().hex,
             retry_after=None,
             started_at=now,
             updated_at=now,
@@ -180,6 +187,7 @@ async def claim_rows(
             jobs.c.attempts,
             jobs.c.max_attempts,
             jobs.c.deferrals,
+            jobs.c.lease_id,
         )
     )
     due_since = {c.id: c.due_since for c in chosen}
