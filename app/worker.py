@@ -212,16 +212,16 @@ class Worker:
         interval = self.settings.lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
-            held = [lease.id for lease in self._inflight.values()]
+            held = list(self._inflight.values())
             try:
                 until = self.clock() + timedelta(seconds=self.settings.lease_seconds)
-                kept = await self.queue.extend_leases(self.id, held, until)
+                kept = await self.queue.extend_leases(held, until)
             except Exception:
                 log.exception("worker %s: heartbeat failed; leases may expire", self.id)
                 continue
             # A job recorded while the heartbeat waited is no longer running, and not lost.
-            still_held = {lease.id for lease in self._inflight.values()}
-            lost = [job_id for job_id in held if job_id in still_held and job_id not in kept]
+            still_held = set(self._inflight.values())
+            lost = [lease for lease in held if lease in still_held and lease not in kept]
             if lost:
                 log.warning(
                     "worker %s: %d of %d leases were taken back", self.id, len(lost), len(held)

@@ -119,3 +119,61 @@ async def test_a_small_tenant_is_not_starved(make_settings, web):
 
 async def _all_done(web, prefix: str, n: int) -> bool:
     return all(web.count(f"{prefix}{i}") for i in range(n))
+
+
+# Tenants a00..a39 sort before "z" and have never been served: a claim that looked only at
+# the least recently served tenants with pending work would look at them alone.
+BLOCKED_TENANTS = [f"a{i:02}" for i in range(40)]
+
+
+async def _blocked_then_due(client, server: ScriptedServer, web: ScriptedServer, **fields) -> dict:
+    """40 tenants with one job each on `server` (with `fields`), then tenant z's job on `web`;
+    z's job must succeed soon, and none of the others may have been fetched."""
+    blocked = [
+        {"url": server.url(f"/blocked/{i}"), "tenant": tenant, **fields}
+        for i, tenant in enumerate(BLOCKED_TENANTS)
+    ]
+    assert 201 == (await client.post("/jobs/batch", json={"jobs": blocked})).status_code
+    due = await submit(client, web.url("/due"), tenant="z")
+    return await wait_for_status(client, due["id"], "succeeded", timeout=20)
+
+
+def _small_worker(make_settings, **overrides):
+    return make_settings(worker_concurrency=2, domain_max_in_flight=1, **overrides)
+
+
+async def test_tenants_with_jobs_not_yet_due_do_not_hold_up_a_due_job(make_settings, web):
+    """More tenants than slots whose only jobs are due next century do not keep a later
+    tenant's due job from running."""
+    async with running_app(_small_worker(make_settings)) as (_, client):
+        await _blocked_then_due(client, web, web, not_before="2100-01-01T00:00:00Z")
+    assert 0 == sum(web.count(f"/blocked/{i}") for i in range(40))
+
+
+async def test_tenants_on_a_paused_domain_do_not_hold_up_a_due_job(make_settings, web, other_web):
+    """More tenants than slots whose only jobs are on a domain paused for an hour (a 429
+    with Retry-After) do not keep a later tenant's job on another domain from running."""
+    limited = other_web.script("/limited", Reply(429, headers={"Retry-After": "3600"}))
+    async with running_app(_small_worker(make_settings)) as (_, client):
+        await submit(client, limited, tenant="pauser")
+
+        async def paused() -> bool:
+            items = (await client.get("/domains")).json()["items"]
+            return any(d["paused_until"] for d in items)
+
+        await eventually(paused)
+        await _blocked_then_due(client, other_web, web)
+    assert 0 == sum(other_web.count(f"/blocked/{i}") for i in range(40))
+
+
+async def test_tenants_on_a_busy_domain_do_not_hold_up_a_due_job(make_settings, web, other_web):
+    """More tenants than slots whose only jobs are on a domain at its in-flight limit (a
+    slow fetch holds its one slot) do not keep a later tenant's job on another domain from
+    running in the worker's other slot."""
+    slow = other_web.script("/slow", Reply(delay=30))
+    patient = {"read_timeout_seconds": 60, "fetch_timeout_seconds": 60}  # outlast the test
+    async with running_app(_small_worker(make_settings, **patient)) as (_, client):
+        await submit(client, slow, tenant="holder")
+        await eventually(lambda: _hit(other_web, "/slow"))
+        await _blocked_then_due(client, other_web, web)
+    assert 0 == sum(other_web.count(f"/blocked/{i}") for i in range(40))

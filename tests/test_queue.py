@@ -1,9 +1,12 @@
 """The queue's SQL on both backends, with a fixed clock: claim order, fencing, leases."""
 
 import asyncio
+import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from app.fetcher import FetchResult
 from app.policy import Failure, MarkDead, Reschedule
@@ -12,6 +15,7 @@ from app.states import DeadReason, ErrorKind, JobStatus
 from app.store.database import Database
 from app.store.jobs import JobStore, NewJob
 from app.store.queue import Queue
+from app.store.tables import Domain, Tenant
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 RESULT = FetchResult(200, "http://a.test/", "text/html", 10, "0" * 64, "t")
@@ -103,6 +107,38 @@ async def test_stale_worker_write_is_a_no_op(store):
     assert [(1, "old", "interrupted"), (2, "new", "succeeded")] == outcomes
 
 
+async def test_a_stale_attempt_cannot_touch_the_retried_job(store):
+    """Same worker, same attempt number: after its lease was taken back and an operator
+    retried the job, the first attempt's heartbeat, record and release change nothing, and
+    the new attempt's success counts."""
+    jobs, queue = store
+    job = (await jobs.submit([new(max_attempts=1)]))[0]
+    (stale,) = await queue.claim("w", 1, NOW, 1)
+    (reclaimed,) = await queue.reclaim_expired(NOW + timedelta(seconds=2))
+    await jobs.retry(job.id)
+    (fresh,) = await queue.claim("w", 1, NOW + timedelta(seconds=3), 60)
+    assert reclaimed.dead
+    assert (stale.worker_id, stale.attempt) == (fresh.worker_id, fresh.attempt)
+    later = NOW + timedelta(seconds=4)
+    fatal = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
+    assert set() == await queue.extend_leases([stale], later + timedelta(seconds=60))
+    assert (False, None) == await queue.record_failure(
+        stale, fatal, MarkDead(DeadReason.FATAL), later, 5
+    )
+    assert False is await queue.release(stale, later)
+    assert False is await queue.record_success(stale, RESULT, later, 5)
+    still = await jobs.get(job.id)
+    assert (JobStatus.RUNNING, NOW + timedelta(seconds=63)) == (
+        still.status,
+        still.lease_expires_at,
+    )
+    assert True is await queue.record_success(fresh, RESULT, NOW + timedelta(seconds=5), 5)
+    done = await jobs.get(job.id)
+    outcomes = [(a.number, a.outcome) for a in await jobs.attempts(job.id)]
+    assert (JobStatus.SUCCEEDED, None, None) == (done.status, done.worker_id, done.lease_id)
+    assert [(1, "interrupted"), (1, "succeeded")] == outcomes
+
+
 async def test_expired_lease_with_no_budget_left_is_dead(store):
     """A lost attempt that was the last of the budget kills the job: lease_expired."""
     jobs, queue = store
@@ -121,8 +157,9 @@ async def test_live_lease_is_not_reclaimed(store):
     await jobs.submit([new()])
     (lease,) = await queue.claim("w", 1, NOW, 10)
     assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=5))
-    assert {lease.id} == await queue.extend_leases("w", [lease.id], NOW + timedelta(seconds=30))
-    assert set() == await queue.extend_leases("other", [lease.id], NOW + timedelta(seconds=90))
+    assert {lease} == await queue.extend_leases([lease], NOW + timedelta(seconds=30))
+    other = replace(lease, lease_id="someone else's")
+    assert set() == await queue.extend_leases([other], NOW + timedelta(seconds=90))
     assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=20))
 
 
@@ -163,3 +200,69 @@ async def test_release_gives_the_attempt_back(store):
         back.worker_id,
     )
     assert ["interrupted"] == [a.outcome for a in await jobs.attempts(job.id)]
+
+
+BLOCKED = {
+    "not due": ({"not_before": NOW + timedelta(hours=1)}, {}),
+    "paused domain": ({}, {"paused_until": NOW + timedelta(hours=1)}),
+    "domain at its in-flight limit": ({}, {"in_flight": 1000}),
+    "domain inside its min interval": ({}, {"next_start_at": NOW + timedelta(hours=1)}),
+}
+
+
+@pytest.mark.parametrize(("job_fields", "domain_row"), BLOCKED.values(), ids=list(BLOCKED))
+async def test_blocked_tenants_do_not_hold_up_a_due_one(store, job_fields, domain_row):
+    """40 never-served tenants whose only jobs cannot start now (more tenants than the
+    claim's slots) do not keep the claim from a later tenant's due job on a healthy domain."""
+    jobs, queue = store
+    blocked = [
+        new(url=f"http://blocked.test/{i}", domain="blocked.test", tenant=f"a{i:02}", **job_fields)
+        for i in range(40)
+    ]
+    await jobs.submit(blocked)
+    due = (await jobs.submit([new(tenant="z")]))[0]
+    if domain_row:
+        domains = Domain.__table__
+        async with queue.db.write() as conn:
+            await conn.execute(
+                sa.update(domains).where(domains.c.domain == "blocked.test").values(**domain_row)
+            )
+    claimed = await queue.claim("w", 2, NOW + timedelta(seconds=1), 60)
+    assert [due.id] == [lease.id for lease in claimed]
+
+
+async def test_concurrent_claims_with_crossing_tenant_orders_do_not_deadlock(store):
+    """8 claims at once, round after round, each serving 20 tenants in its own order (mixed
+    priorities, one domain per job so the claims share no domain lock): none fails."""
+    jobs, queue = store
+    rand = random.Random(7)
+    claimed = 0
+    for round_ in range(10):
+        await jobs.submit(
+            [
+                new(
+                    f"/{round_}/{i}",
+                    domain=f"d{round_}-{i}.test",
+                    tenant=f"t{i % 20:02}",
+                    priority=rand.randrange(5),
+                )
+                for i in range(400)
+            ]
+        )
+        batches = await asyncio.gather(
+            *[queue.claim(f"w{k}", 20, NOW + timedelta(seconds=1), 60) for k in range(8)]
+        )
+        claimed += sum(len(batch) for batch in batches)
+    assert claimed > 0
+
+
+async def test_a_claim_records_the_tenants_turn_order(store):
+    """Tenants served in one claim are stamped in the order they were served, not by name."""
+    jobs, queue = store
+    await jobs.submit([new("/a", tenant="a"), new("/b", tenant="b", priority=5)])
+    at = NOW + timedelta(seconds=1)
+    assert 2 == len(await queue.claim("w", 2, at, 60))
+    tenants = Tenant.__table__
+    async with queue.db.read() as conn:
+        served = {row.tenant: row.last_served_at for row in await conn.execute(sa.select(tenants))}
+    assert {"b": at, "a": at + timedelta(microseconds=1)} == served

@@ -34,7 +34,7 @@ class FlakyQueue:
     async def next_due_at(self, now):
         return None
 
-    async def extend_leases(self, worker_id, job_ids, until):
+    async def extend_leases(self, leases, until):
         return set()
 
 

@@ -1,21 +1,27 @@
 """Where a job is claimed: the one transaction that turns due pending jobs into leases.
 
-1. Tenants with pending work, least recently served first (at most `limit` of them: each
-   is one more subquery to plan, and a claim serves at most `limit` tenants anyway).
-2. Each tenant's first due jobs in claim order whose domain may take a fetch now (not
-   paused, under its in-flight limit, past its minimum interval): filtered in SQL, through
-   the partial index on pending jobs per tenant, so paused domains cost no attempt.
+1. Tenants with a job claimable now (`claimable_now`: due, on a domain that may take a
+   fetch now), least recently served first (at most `limit` of them: each is one more
+   subquery to plan, and a claim serves at most `limit` tenants anyway). A tenant whose
+   jobs all wait (not due, or on paused or saturated domains) keeps its place for later
+   instead of taking a turn that would find nothing.
+2. Each tenant's first claimable jobs in claim order (the same predicate: not paused, under
+   its in-flight limit, past its minimum interval): filtered in SQL, through the partial
+   index on pending jobs per tenant, so paused domains cost no attempt.
    They are locked as they are read (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent
    claims take different jobs and never wait on each other's).
 3. Lock the candidates' domain rows (in name order, so claims never deadlock) and read
    their limits again, now that no other claim can change them.
 4. `app.scheduling.choose` picks the jobs: priority, tenants in turn, oldest first, domain
    limits re-checked on the locked rows.
-5. Mark them running, count the attempt, lease them; count the domains' fetches in flight
-   and the tenants' turns; open the attempts' history rows.
+5. Mark them running, count the attempt, lease them under a fresh random `lease_id` (the
+   fencing token of every later write, `app.store.queue`); count the domains' fetches in
+   flight and stamp the tenants' turns (rows updated in name order, so claims never
+   deadlock); open the attempts' history rows.
 """
 
 import math
+import uuid
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -59,16 +65,22 @@ def _domain_may_start(now: datetime, settings: Settings) -> sa.ColumnElement[boo
     return ~blocked
 
 
+def claimable_now(now: datetime, settings: Settings) -> sa.ColumnElement[bool]:
+    """A job a claim may take now: pending, due, and on a domain that may start a fetch.
+    The one predicate behind the look before a claim, the tenants' turn and the candidates."""
+    return sa.and_(
+        status_is(JobStatus.PENDING),
+        sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now),
+        _domain_may_start(now, settings),
+    )
+
+
 async def anything_claimable(conn: AsyncConnection, now: datetime, settings: Settings) -> bool:
-    """Is any job due now on a domain that may start a fetch? A cheap look before a claim:
-    the first row in claim order that qualifies ends it."""
+    """Is any job claimable now? A cheap look before a claim: the first row in claim order
+    that qualifies ends it."""
     first = (
         sa.select(jobs.c.id)
-        .where(
-            status_is(JobStatus.PENDING),
-            sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now),
-            _domain_may_start(now, settings),
-        )
+        .where(claimable_now(now, settings))
         .order_by(jobs.c.priority.desc(), jobs.c.created_at)
         .limit(1)
     )
@@ -80,13 +92,19 @@ async def find_candidates(
 ) -> tuple[dict[str, datetime | None], list[Candidate]]:
     """Steps 1 and 2: the waiting tenants (with when each was last served) and their
     candidates. In a write transaction the candidates are locked as they are read."""
+    # The tenant's first claimable job in index order, not EXISTS: PostgreSQL drops an
+    # EXISTS's ORDER BY and LIMIT and may then read the tenant's whole pending list (bitmap
+    # scan) to find one row; walking ix_jobs_tenant_claim in order stops at the first.
+    first_claimable = (
+        sa.select(jobs.c.id)
+        .where(jobs.c.tenant == tenants.c.tenant, claimable_now(now, settings))
+        .order_by(jobs.c.priority.desc(), jobs.c.created_at)
+        .limit(1)
+        .scalar_subquery()
+    )
     waiting = (
         sa.select(tenants.c.tenant, tenants.c.last_served_at)
-        .where(
-            sa.select(jobs.c.id)
-            .where(jobs.c.tenant == tenants.c.tenant, status_is(JobStatus.PENDING))
-            .exists()
-        )
+        .where(first_claimable.is_not(None))
         .order_by(tenants.c.last_served_at.asc().nulls_first(), tenants.c.tenant)
         .limit(limit)
     )
@@ -97,7 +115,6 @@ async def find_candidates(
     # Twice the share each tenant would get in turn: room for jobs that domain limits turn
     # away within this claim, without locking far more candidates than one claim takes.
     per_tenant = min(2 * limit, max(2, math.ceil(2 * limit / len(last_served))))
-    due = sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now)
     firsts = [
         sa.select(
             jobs.c.id,
@@ -107,12 +124,7 @@ async def find_candidates(
             jobs.c.created_at,
             DUE_SINCE.label("due_since"),
         )
-        .where(
-            jobs.c.tenant == tenant,
-            status_is(JobStatus.PENDING),
-            due,
-            _domain_may_start(now, settings),
-        )
+        .where(jobs.c.tenant == tenant, claimable_now(now, settings))
         .order_by(jobs.c.priority.desc(), jobs.c.created_at)
         .limit(per_tenant)
         .with_for_update(skip_locked=True)
@@ -131,8 +143,9 @@ async def claim_rows(
     lease_seconds: float,
     settings: Settings,
 ) -> list[tuple[sa.Row, datetime]]:
-    """Run steps 1-5 in the caller's write transaction; returns the claimed jobs' rows, each
-    with the time it became due (`DUE_SINCE`, read before the claim overwrites it)."""
+    """Run steps 1-5 in the caller's write transaction; returns the claimed jobs' rows (with
+    their `lease_id`), each with the time it became due (`DUE_SINCE`, read before the claim
+    overwrites it)."""
     last_served, candidates = await find_candidates(conn, limit, now, settings)
     if not candidates:
         return []
@@ -159,6 +172,9 @@ async def claim_rows(
             attempts=jobs.c.attempts + 1,
             lease_expires_at=now + timedelta(seconds=lease_seconds),
             worker_id=worker_id,
+            # One token for every job of this claim is enough: a claim takes a job once, and
+            # the next claim of the job writes a new token.
+            lease_id=uuid.uuid4().hex,
             retry_after=None,
             started_at=now,
             updated_at=now,
@@ -171,6 +187,7 @@ async def claim_rows(
             jobs.c.attempts,
             jobs.c.max_attempts,
             jobs.c.deferrals,
+            jobs.c.lease_id,
         )
     )
     due_since = {c.id: c.due_since for c in chosen}
@@ -205,11 +222,16 @@ async def _count_starts(
         ),
         [{"d": domain, "n": n} for domain, n in sorted(starts.items())],
     )
-    # Tenants served in this claim keep their turn order: a microsecond apart.
-    order = list(dict.fromkeys(c.tenant for c in chosen))
+    # Tenants served in this claim keep their turn order: a microsecond apart. The rows are
+    # updated in name order, like the domains': two claims that serve the same tenants in
+    # different turn orders would otherwise lock them crosswise and deadlock (PostgreSQL).
+    turns = {
+        t: now + timedelta(microseconds=i)
+        for i, t in enumerate(dict.fromkeys(c.tenant for c in chosen))
+    }
     await conn.execute(
         sa.update(tenants)
         .where(tenants.c.tenant == sa.bindparam("t"))
         .values(last_served_at=sa.bindparam("at")),
-        [{"t": t, "at": now + timedelta(microseconds=i)} for i, t in enumerate(order)],
+        [{"t": t, "at": at} for t, at in sorted(turns.items())],
     )

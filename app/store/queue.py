@@ -1,11 +1,14 @@
 """The worker's side of the store: claim due jobs, keep leases alive, record outcomes.
 
-Every state change is guarded on the state it expects (`status = 'running'`, the worker's
-id and the attempt number as a fencing token), so a stale worker's late write changes
-nothing. The worker issues no SQL of its own; it is all here.
+Every state change is guarded on the state it expects: `status = 'running'` and the claim's
+`lease_id` as a fencing token. The token is random per claim and cleared when the job
+leaves running, so the late write of an attempt whose lease was taken back changes nothing,
+even when the job has since been claimed again by the same worker under the same attempt
+number (an operator's retry resets the count). The worker issues no SQL of its own; it is
+all here.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,6 +47,8 @@ class Lease:
     max_attempts: int
     deferrals: int
     worker_id: str
+    lease_id: str
+    """The claim's fencing token: every later write of this attempt must match it."""
     claimed_at: datetime
     due_at: datetime | None = None
     """When the job became claimable, for the queue-lag metric; None if the claim did not say."""
@@ -91,26 +96,33 @@ class Queue:
                 r.max_attempts,
                 r.deferrals,
                 worker_id,
+                r.lease_id,
                 now,
                 due_since,
             )
             for r, due_since in rows
         ]
 
-    async def extend_leases(self, worker_id: str, job_ids: list[str], until: datetime) -> set[str]:
-        """Heartbeat: push out the leases this worker still holds; returns their ids."""
-        if not job_ids:
+    async def extend_leases(self, leases: Collection[Lease], until: datetime) -> set[Lease]:
+        """Heartbeat: push out those of `leases` that are still held (the job runs under the
+        very claim, job id and lease id as a pair); returns them."""
+        if not leases:
             return set()
+        by_token = {(lease.id, lease.lease_id): lease for lease in leases}
         stmt = (
             sa.update(jobs)
             .where(
-                jobs.c.id.in_(job_ids), jobs.c.worker_id == worker_id, status_is(JobStatus.RUNNING)
+                # The plain `id IN` lets both databases find the rows by primary key; the pairs
+                # alone made them scan every running job.
+                jobs.c.id.in_(sorted({lease.id for lease in leases})),
+                sa.tuple_(jobs.c.id, jobs.c.lease_id).in_(list(by_token)),
+                status_is(JobStatus.RUNNING),
             )
             .values(lease_expires_at=until)
-            .returning(jobs.c.id)
+            .returning(jobs.c.id, jobs.c.lease_id)
         )
         async with self.db.write() as conn:
-            return set((await conn.execute(stmt)).scalars())
+            return {by_token[row.id, row.lease_id] for row in await conn.execute(stmt)}
 
     async def record_success(
         self, lease: Lease, result: FetchResult, now: datetime, duration_ms: int
@@ -233,10 +245,11 @@ class Queue:
             .where(
                 jobs.c.id == lease.id,
                 status_is(JobStatus.RUNNING),
-                jobs.c.worker_id == lease.worker_id,
-                jobs.c.attempts == lease.attempt,
+                jobs.c.lease_id == lease.lease_id,
             )
-            .values(lease_expires_at=None, worker_id=None, updated_at=now, **job_values)
+            .values(
+                lease_expires_at=None, worker_id=None, lease_id=None, updated_at=now, **job_values
+            )
         )
         if (await conn.execute(stmt)).rowcount != 1:
             return None
@@ -287,6 +300,7 @@ class Queue:
                 retry_after=None,
                 lease_expires_at=None,
                 worker_id=None,
+                lease_id=None,
                 updated_at=now,
                 **_last_error(Failure(ErrorKind.TRANSIENT, "LeaseExpired", message), now),
             )

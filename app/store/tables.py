@@ -58,6 +58,9 @@ class Job(SQLModel, table=True):
     retry_after: datetime | None = _ts()
     lease_expires_at: datetime | None = _ts()
     worker_id: str | None = Field(default=None, max_length=100)
+    # A random token per claim while running: every later write of the attempt must match it
+    # (app.store.queue). Worker id and attempt number repeat after an operator's retry.
+    lease_id: str | None = Field(default=None, max_length=32)
     last_error_kind: str | None = Field(default=None, max_length=16)
     last_error_type: str | None = Field(default=None, max_length=100)
     last_error_message: str | None = None

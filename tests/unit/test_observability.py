@@ -25,6 +25,7 @@ LEASE = Lease(
     max_attempts=4,
     deferrals=0,
     worker_id="w",
+    lease_id="0" * 32,
     claimed_at=NOW,
     due_at=NOW - timedelta(seconds=3),
 )
