@@ -27,6 +27,7 @@ test: install
 lint: install
 	.venv/bin/ruff check app tests bench
 	.venv/bin/ruff format --check app tests bench
+	.venv/bin/mypy
 
 openapi: install
 	.venv/bin/ingest openapi --output openapi.yaml

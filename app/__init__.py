@@ -1,18 +1,22 @@
 """ingest: a REST service that fetches URLs reliably and keeps every job's state visible.
 
-A job's life:
+A job's life, and where each step lives:
 
 1. `POST /jobs` stores it `pending` (api/jobs.py -> store/jobs.py `JobStore.submit`).
-2. A worker claims due jobs: `running`, attempt counted, leased (store/queue.py `Queue.claim`).
-3. The fetcher GETs the URL through the SSRF guard (guard.py) within limits (fetcher.py),
-   extracts its text (content.py) and returns a result or a `Failure`.
-4. Policy decides (policy.py `decide`): succeeded, pending again with `retry_after`, or dead.
-5. The queue records it, guarded by the lease (store/queue.py `record_success/failure`);
-   a success stores the body and text in the same transaction (store/contents.py).
-6. A lease that expires (the worker died) is taken back (`Queue.reclaim_expired`).
+2. A worker's tick claims due jobs: `running`, attempt counted, leased under a random
+   `lease_id` (worker.py `Worker.tick` -> store/claim.py, where a job is claimed).
+3. The fetcher GETs the URL through the SSRF guard (fetch/guard.py) within limits
+   (fetch/fetcher.py), extracts its text (fetch/extract.py): a `Fetched` or a `Failure`.
+4. Policy settles it (policy.py `settle`, the backoff formula in `backoff_delay`): complete,
+   pending again with a `retry_after`, or dead; and whether the domain should pause.
+5. The store records the outcome as given, fenced on the lease (store/record.py); a success
+   stores the body and text, and a finished job's callback is owed, in that transaction.
+6. A lease that expires (its worker died) is taken back the same way (policy.py `expired`).
 7. Operators list dead jobs and requeue them (`POST /jobs/{id}/retry`).
-8. A job with a `callback_url` is owed a signed POST with its last transition; the sender
-   (webhooks.py) claims and retries those deliveries like jobs (store/deliveries.py).
+8. A job with a `callback_url` gets a signed POST (webhooks.py, store/deliveries.py).
+
+Values that cross modules are in model.py; SQLite and PostgreSQL differ only in
+store/dialect.py; runtime.py builds the running system for `ingest serve` and `ingest worker`.
 """
 
 __version__ = "0.1.0"

@@ -26,12 +26,19 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from app.fetcher import FetchResult
 from app.metrics import Metrics
-from app.policy import Decision, Failure, MarkDead, Reschedule
-from app.scheduling import DomainPause
-from app.states import AttemptOutcome, DeadReason, JobStatus
-from app.store.queue import Lease, Reclaimed
+from app.model import (
+    AttemptOutcome,
+    Complete,
+    DeadReason,
+    DomainPause,
+    Failure,
+    JobStatus,
+    Lease,
+    MarkDead,
+    Outcome,
+    Reschedule,
+)
 
 log = logging.getLogger("ingest.worker")
 
@@ -116,11 +123,11 @@ def seconds(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".") + "s"
 
 
-def _attempt(job: Lease | Reclaimed) -> str:
+def _attempt(job: Lease) -> str:
     return f"job {job.id} attempt {job.attempt}/{job.max_attempts}"
 
 
-def _fields(event: str, job: Lease | Reclaimed, **values: Any) -> dict[str, Any]:
+def _fields(event: str, job: Lease, **values: Any) -> dict[str, Any]:
     fields = dict.fromkeys(JOB_FIELDS)
     fields |= {
         "event": event,
@@ -129,9 +136,8 @@ def _fields(event: str, job: Lease | Reclaimed, **values: Any) -> dict[str, Any]
         "domain": job.domain,
         "attempt": job.attempt,
         "max_attempts": job.max_attempts,
+        "deferrals": job.deferrals,
     }
-    if isinstance(job, Lease):
-        fields["deferrals"] = job.deferrals
     fields.update(values)
     return {_EVENT: fields}
 
@@ -157,44 +163,55 @@ def job_started(lease: Lease) -> None:
         metrics.queue_lag.observe(max(lag, 0.0))
 
 
-def job_succeeded(lease: Lease, result: FetchResult, duration_ms: int) -> None:
+def recorded(outcome: Outcome) -> None:
+    """A finished attempt was recorded: its one log line, and its counts."""
+    decision = outcome.decision
+    if isinstance(decision, Complete):
+        _succeeded(outcome, decision)
+    elif outcome.ended is AttemptOutcome.INTERRUPTED and decision.failure is None:
+        _released(outcome)
+    elif outcome.ended is AttemptOutcome.INTERRUPTED:
+        _reclaimed(outcome)
+    else:
+        _failed(outcome, decision)
+
+
+def _succeeded(outcome: Outcome, decision: Complete) -> None:
+    lease, fetched = outcome.lease, decision.fetched
     fields = _fields(
         "job.succeeded",
         lease,
         status=JobStatus.SUCCEEDED,
         outcome=AttemptOutcome.SUCCEEDED,
-        http_status=result.http_status,
-        duration_ms=duration_ms,
+        http_status=fetched.http_status,
+        duration_ms=outcome.duration_ms,
     )
     log.info(
         "%s succeeded: HTTP %d, %d bytes",
         _attempt(lease),
-        result.http_status,
-        result.bytes,
+        fetched.http_status,
+        fetched.bytes,
         extra=fields,
     )
     if (metrics := _metrics.get()) is not None:
-        outcome = AttemptOutcome.SUCCEEDED
-        metrics.attempts.labels(outcome, "").inc()
-        metrics.fetch_duration.labels(outcome).observe(duration_ms / 1000)
+        ended = AttemptOutcome.SUCCEEDED
+        metrics.attempts.labels(ended, "").inc()
+        metrics.fetch_duration.labels(ended).observe(outcome.duration_ms / 1000)
         metrics.finished.labels(JobStatus.SUCCEEDED, "").inc()
 
 
-def job_failed(
-    lease: Lease,
-    failure: Failure,
-    decision: Decision,
-    duration_ms: int,
-    deferral: str = "",
-) -> None:
-    """`deferral` ("3/20") is set when a rate-limited answer gave the attempt back."""
-    deferrals = lease.deferrals + (0 if failure.spends_attempt else 1)
+def _failed(outcome: Outcome, decision: Reschedule | MarkDead) -> None:
+    lease, failure = outcome.lease, decision.failure
+    assert failure is not None  # only a hand-back has none
+    deferrals = lease.deferrals
     if isinstance(decision, Reschedule):
+        assert decision.retry_at is not None
         then = (
             f"will retry at {timestamp(decision.retry_at)} (in {seconds(decision.delay_seconds)})"
         )
-        if not failure.spends_attempt:
-            then += f", attempt not spent (deferral {deferral})"
+        if decision.deferral is not None:
+            then += f", attempt not spent (deferral {decision.deferral})"
+            deferrals = decision.deferral.number
         after = {"status": JobStatus.PENDING, "next_retry_at": timestamp(decision.retry_at)}
     else:
         then = f"dead ({decision.reason})"
@@ -207,7 +224,7 @@ def job_failed(
         **_failure(failure),
         **after,
         deferrals=deferrals,
-        duration_ms=duration_ms,
+        duration_ms=outcome.duration_ms,
     )
     if failure.unexpected is not None:
         # Not a known case: a bug, or a new failure to classify. The trace says which.
@@ -217,64 +234,68 @@ def job_failed(
     else:
         log.info("%s", line, extra=fields)
     if (metrics := _metrics.get()) is not None:
-        outcome = AttemptOutcome(failure.kind)
-        metrics.attempts.labels(outcome, failure.type).inc()
-        metrics.fetch_duration.labels(outcome).observe(duration_ms / 1000)
+        ended = AttemptOutcome(failure.kind)
+        metrics.attempts.labels(ended, failure.type).inc()
+        metrics.fetch_duration.labels(ended).observe(outcome.duration_ms / 1000)
         if isinstance(decision, MarkDead):
             metrics.finished.labels(JobStatus.DEAD, decision.reason).inc()
 
 
-def job_reclaimed(job: Reclaimed) -> None:
-    """Another worker's lease expired and this worker took the job back."""
-    then = "dead (lease_expired)" if job.dead else "will retry now"
+def _reclaimed(outcome: Outcome) -> None:
+    """A lease expired and this worker took the job back."""
+    dead = isinstance(outcome.decision, MarkDead)
+    then = "dead (lease_expired)" if dead else "will retry now"
     after: dict[str, Any] = {"status": JobStatus.PENDING}
-    if job.dead:
+    if dead:
         after = {"status": JobStatus.DEAD, "dead_reason": DeadReason.LEASE_EXPIRED}
     fields = _fields(
         "job.reclaimed",
-        job,
+        outcome.lease,
         outcome=AttemptOutcome.INTERRUPTED,
         error_kind="transient",
         error_type="LeaseExpired",
         **after,
     )
-    log.warning("%s interrupted: lease expired; %s", _attempt(job), then, extra=fields)
+    log.warning("%s interrupted: lease expired; %s", _attempt(outcome.lease), then, extra=fields)
     if (metrics := _metrics.get()) is not None:
         metrics.attempts.labels(AttemptOutcome.INTERRUPTED, "LeaseExpired").inc()
-        if job.dead:
+        if dead:
             metrics.finished.labels(JobStatus.DEAD, DeadReason.LEASE_EXPIRED).inc()
 
 
-def job_released(lease: Lease) -> None:
+def _released(outcome: Outcome) -> None:
     fields = _fields(
-        "job.released", lease, status=JobStatus.PENDING, outcome=AttemptOutcome.INTERRUPTED
+        "job.released", outcome.lease, status=JobStatus.PENDING, outcome=AttemptOutcome.INTERRUPTED
     )
     log.info(
         "%s interrupted: worker shutting down; handed back, due now, attempt not spent",
-        _attempt(lease),
+        _attempt(outcome.lease),
         extra=fields,
     )
     if (metrics := _metrics.get()) is not None:
         metrics.attempts.labels(AttemptOutcome.INTERRUPTED, "").inc()
 
 
-def job_lease_lost(lease: Lease, fetched: FetchResult | Failure, duration_ms: int) -> None:
+def lease_lost(outcome: Outcome) -> None:
     """The fetch ended after another worker took the job back; its outcome is dropped.
 
     The attempt was counted (interrupted) by whoever took the job back; the fetch is timed.
     """
-    if isinstance(fetched, FetchResult):
-        outcome = {"outcome": AttemptOutcome.SUCCEEDED, "http_status": fetched.http_status}
+    decision = outcome.decision
+    if isinstance(decision, Complete):
+        ended = {"outcome": AttemptOutcome.SUCCEEDED, "http_status": decision.fetched.http_status}
+    elif decision.failure is not None:
+        ended = _failure(decision.failure)
     else:
-        outcome = _failure(fetched)
-    fields = _fields("job.lease_lost", lease, **outcome, duration_ms=duration_ms)
+        ended = {"outcome": outcome.ended}
+    fields = _fields("job.lease_lost", outcome.lease, **ended, duration_ms=outcome.duration_ms)
     log.warning(
         "%s finished after its lease was taken back; outcome discarded",
-        _attempt(lease),
+        _attempt(outcome.lease),
         extra=fields,
     )
     if (metrics := _metrics.get()) is not None:
-        metrics.fetch_duration.labels(outcome["outcome"]).observe(duration_ms / 1000)
+        metrics.fetch_duration.labels(ended["outcome"]).observe(outcome.duration_ms / 1000)
 
 
 def domain_paused(domain: str, pause: DomainPause) -> None:

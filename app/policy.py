@@ -21,8 +21,8 @@ Which failures are which (exception names are httpx's unless noted)::
     │   ├── UnsupportedProtocol                                                  fatal
     │   └── ProxyError                                                           fatal
     ├── httpx.TooManyRedirects, httpx.InvalidURL                                 fatal
-    ├── app.fetcher.FetchTimeout (total deadline passed)                         transient
-    ├── app.fetcher's own refusals (BlockedDestination, BodyTooLarge, ...)       fatal
+    ├── app.fetch.fetcher.FetchTimeout (total deadline passed)                   transient
+    ├── app.fetch.fetcher's refusals (BlockedDestination, BodyTooLarge, ...)     fatal
     └── anything else: a bug or a case to classify                 fatal, logged with its trace
 
 HTTP answers: 2xx succeed; 429, and 503 with a Retry-After header, are rate_limited; codes
@@ -38,56 +38,31 @@ import random
 import socket
 import ssl
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
+from app.model import (
+    AttemptOutcome,
+    Complete,
+    DeadReason,
+    Decision,
+    Deferral,
+    DomainPause,
+    DomainSignal,
+    ErrorKind,
+    Failure,
+    Fetched,
+    Lease,
+    MarkDead,
+    Outcome,
+    Reschedule,
+)
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
-from app.states import DeadReason, ErrorKind
 
 # gaierror codes that mean the name does not exist, as opposed to a resolver hiccup.
 _NAME_NOT_FOUND = frozenset(
     code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None)) if code is not None
 )
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why an attempt failed, as stored in `last_error` and the attempt's history."""
-
-    kind: ErrorKind
-    type: str
-    message: str
-    http_status: int | None = None
-    retry_after: str | None = None
-    """The answer's Retry-After header, as sent; `parse_retry_after` reads it."""
-    unexpected: BaseException | None = field(default=None, compare=False, repr=False)
-    """Set to the exception when it is not a known case, so its trace can be logged."""
-
-    @property
-    def spends_attempt(self) -> bool:
-        """A rate-limited answer is the server's schedule, not the job's failure: it is a
-        deferral, which gives the attempt back (whether the job is rescheduled or dies)."""
-        return self.kind is not ErrorKind.RATE_LIMITED
-
-    @property
-    def label(self) -> str:
-        """What a log line calls it: `HTTP 503` or `ReadTimeout`."""
-        return f"HTTP {self.http_status}" if self.http_status else self.type
-
-
-@dataclass(frozen=True)
-class Reschedule:
-    retry_at: datetime
-    delay_seconds: float
-
-
-@dataclass(frozen=True)
-class MarkDead:
-    reason: DeadReason
-
-
-Decision = Reschedule | MarkDead
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
@@ -187,24 +162,70 @@ def decide(
     now: datetime,
     settings: Settings,
     rand: Callable[[], float] = random.random,
-) -> Decision:
+) -> Reschedule | MarkDead:
     """What happens to a job whose attempt number `attempt` failed with `failure`.
 
     `deferrals` is how many rate-limited answers the job had before this one.
     """
     if failure.kind is ErrorKind.FATAL:
-        return MarkDead(DeadReason.FATAL)
+        return MarkDead(DeadReason.FATAL, failure)
     if failure.kind is ErrorKind.RATE_LIMITED:
         if deferrals >= settings.max_deferrals:
-            return MarkDead(DeadReason.RATE_LIMITED)
+            return MarkDead(DeadReason.RATE_LIMITED, failure, spends_attempt=False)
         backoff = _backoff(deferrals + 1, settings, rand)
         asked = parse_retry_after(failure.retry_after, now, settings.retry_after_max_seconds)
         delay = max(backoff, asked or 0.0)
-        return Reschedule(now + timedelta(seconds=delay), delay)
+        deferral = Deferral(deferrals + 1, settings.max_deferrals)
+        return Reschedule(
+            now + timedelta(seconds=delay), delay, failure, spends_attempt=False, deferral=deferral
+        )
     if attempt >= max_attempts:
-        return MarkDead(DeadReason.RETRIES_EXHAUSTED)
+        return MarkDead(DeadReason.RETRIES_EXHAUSTED, failure)
     delay = _backoff(attempt, settings, rand)
-    return Reschedule(now + timedelta(seconds=delay), delay)
+    return Reschedule(now + timedelta(seconds=delay), delay, failure)
+
+
+def settle(
+    lease: Lease,
+    result: Fetched | Failure,
+    duration_ms: int,
+    now: datetime,
+    settings: Settings,
+    rand: Callable[[], float] = random.random,
+) -> Outcome:
+    """The outcome to record for a finished fetch: the decision, how the attempt ended and
+    what it says of the domain."""
+    if isinstance(result, Fetched):
+        return Outcome(
+            lease, Complete(result), AttemptOutcome.SUCCEEDED, duration_ms, DomainSignal.ANSWERED
+        )
+    decision: Decision = decide(
+        result, lease.attempt, lease.max_attempts, lease.deferrals, now, settings, rand
+    )
+    return Outcome(lease, decision, AttemptOutcome(result.kind), duration_ms, domain_signal(result))
+
+
+LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"
+
+
+def expired(lease: Lease, now: datetime) -> Outcome:
+    """A lease that ran out (its worker died or hung): the lost attempt counts, and the job is
+    due again now, or dead (`lease_expired`) with no budget left."""
+    failure = Failure(ErrorKind.TRANSIENT, "LeaseExpired", LEASE_EXPIRED)
+    decision: Decision = Reschedule(None, 0.0, failure)
+    if lease.attempt >= lease.max_attempts:
+        decision = MarkDead(DeadReason.LEASE_EXPIRED, failure)
+    duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
+    return Outcome(lease, decision, AttemptOutcome.INTERRUPTED, duration_ms)
+
+
+def handed_back(lease: Lease, now: datetime) -> Outcome:
+    """Graceful shutdown: the job is due again now, its attempt given back."""
+    duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
+    decision = Reschedule(None, spends_attempt=False)
+    return Outcome(
+        lease, decision, AttemptOutcome.INTERRUPTED, duration_ms, message="worker shut down"
+    )
 
 
 def _backoff(attempt: int, settings: Settings, rand: Callable[[], float]) -> float:
@@ -215,3 +236,67 @@ def _backoff(attempt: int, settings: Settings, rand: Callable[[], float]) -> flo
         settings.backoff_jitter,
         rand,
     )
+
+
+# ---- domains ------------------------------------------------------------------------------
+
+# Answers that mean "the server as a whole is struggling": they pause the domain at once.
+PAUSE_AT_ONCE_STATUSES = frozenset({429, 503})
+
+
+def domain_signal(failure: Failure) -> DomainSignal:
+    """Transient and rate-limited failures are the server's (5xx, timeouts, refused
+    connections, 429), not the job's; any other answer shows the server is up."""
+    if failure.kind in (ErrorKind.TRANSIENT, ErrorKind.RATE_LIMITED):
+        return DomainSignal.FAILING
+    if failure.http_status is not None:
+        return DomainSignal.ANSWERED
+    return DomainSignal.SILENT
+
+
+def domain_pause(
+    failure: Failure,
+    consecutive_failures: int,
+    now: datetime,
+    settings: Settings,
+    rand: Callable[[], float] = random.random,
+) -> DomainPause | None:
+    """Until when a failure pauses its domain, or None.
+
+    `consecutive_failures` counts this failure. A 429 or 503 pauses at once; other transient
+    failures once `domain_failure_threshold` of them follow each other. The pause lasts what
+    Retry-After asks, else the backoff for the consecutive count. Fatal failures (a 404)
+    never pause a domain.
+    """
+    if domain_signal(failure) is not DomainSignal.FAILING:
+        return None
+    at_once = failure.http_status in PAUSE_AT_ONCE_STATUSES
+    if not at_once and consecutive_failures < settings.domain_failure_threshold:
+        return None
+    asked = parse_retry_after(failure.retry_after, now, settings.retry_after_max_seconds)
+    if asked is not None:
+        delay, why = asked, f"{failure.label}, Retry-After {asked:g}s"
+    else:
+        delay = _backoff(consecutive_failures, settings, rand)
+        why = f"{failure.label}, {consecutive_failures} consecutive failures"
+    return DomainPause(now + timedelta(seconds=delay), why)
+
+
+# ---- webhook deliveries -------------------------------------------------------------------
+
+
+def delivery_retry_at(
+    failure: Failure,
+    attempt: int,
+    max_attempts: int,
+    now: datetime,
+    settings: Settings,
+    rand: Callable[[], float] = random.random,
+) -> datetime | None:
+    """When to POST a callback again: never after a fatal failure or the last attempt; else
+    after the backoff (or the receiver's Retry-After, if longer)."""
+    if failure.kind is ErrorKind.FATAL or attempt >= max_attempts:
+        return None
+    delay = _backoff(attempt, settings, rand)
+    asked = parse_retry_after(failure.retry_after, now, settings.retry_after_max_seconds)
+    return now + timedelta(seconds=max(delay, asked or 0.0))

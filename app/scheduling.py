@@ -1,66 +1,15 @@
-"""Domain and tenant rules: pure functions, no I/O, time and randomness as arguments.
+"""The claim's picking rule: a pure function, no I/O, time as an argument.
 
-- `domain_pause`: after a failed attempt, until when the whole domain waits.
-- `choose`: which of the claim's candidate jobs to take, honouring priority, fair share
-  across tenants, and each domain's politeness limits.
+`choose` takes which of the claim's candidate jobs to claim, honouring priority, fair share
+across tenants, and each domain's politeness limits. The store's claim (`app.store.claim`)
+finds the candidates and locks the domains; this module decides among them.
 """
 
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from app.policy import Failure, backoff_delay, parse_retry_after
 from app.settings import Settings
-from app.states import ErrorKind
-
-# Answers that mean "the server as a whole is struggling": they pause the domain at once.
-PAUSE_AT_ONCE_STATUSES = frozenset({429, 503})
-
-
-@dataclass(frozen=True)
-class DomainPause:
-    until: datetime
-    reason: str
-
-
-def counts_against_domain(failure: Failure) -> bool:
-    """Transient failures are the server's (5xx, timeouts, refused connections), not the job's."""
-    return failure.kind in (ErrorKind.TRANSIENT, ErrorKind.RATE_LIMITED)
-
-
-def domain_pause(
-    failure: Failure,
-    consecutive_failures: int,
-    now: datetime,
-    settings: Settings,
-    rand: Callable[[], float] = random.random,
-) -> DomainPause | None:
-    """Until when a failure pauses its domain, or None.
-
-    `consecutive_failures` counts this failure. A 429 or 503 pauses at once; other transient
-    failures once `domain_failure_threshold` of them follow each other. The pause lasts what
-    Retry-After asks, else the backoff for the consecutive count. Fatal failures (a 404)
-    never pause a domain.
-    """
-    if not counts_against_domain(failure):
-        return None
-    at_once = failure.http_status in PAUSE_AT_ONCE_STATUSES
-    if not at_once and consecutive_failures < settings.domain_failure_threshold:
-        return None
-    asked = parse_retry_after(failure.retry_after, now, settings.retry_after_max_seconds)
-    if asked is not None:
-        delay, why = asked, f"{failure.label}, Retry-After {asked:g}s"
-    else:
-        delay = backoff_delay(
-            consecutive_failures,
-            settings.backoff_base_seconds,
-            settings.backoff_max_seconds,
-            settings.backoff_jitter,
-            rand,
-        )
-        why = f"{failure.label}, {consecutive_failures} consecutive failures"
-    return DomainPause(now + timedelta(seconds=delay), why)
 
 
 @dataclass(frozen=True)

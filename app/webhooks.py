@@ -6,13 +6,13 @@ transaction that finishes the job (`app.store.deliveries.owe`), so none is lost 
 a POST may be repeated (a sender that dies after the answer), so receivers de-duplicate
 on the job id and event.
 
-Failures are classified and backed off with the fetches' machinery (`app.policy`:
-`classify_exception`, `classify_status`, `backoff_delay` with the same settings); fatal
-answers (4xx, a blocked address) end the delivery at once. Only an answer's status and
-Retry-After are looked at: its body is never read, let alone decoded, so a receiver cannot
-make the sender hold or inflate anything. A delivery never changes its job. This module
-issues no SQL (that is `app.store.deliveries`) and never sleeps on a delivery: the next
-attempt time is written to the row.
+Failures are classified with the fetches' machinery (`app.policy.classify_exception`,
+`classify_status`) and retried when `app.policy.delivery_retry_at` says (the same backoff
+settings); fatal answers (4xx, a blocked address) end the delivery at once. Only an
+answer's status and Retry-After are looked at: its body is never read, let alone decoded,
+so a receiver cannot make the sender hold or inflate anything. A delivery never changes
+its job. This module issues no SQL (that is `app.store.deliveries`) and never sleeps on a
+delivery: the next attempt time is written to the row.
 
 The signature, for receivers (README "Webhooks" shows how to check it)::
 
@@ -27,14 +27,12 @@ import json
 import logging
 import random
 from collections.abc import Callable
-from datetime import datetime, timedelta
 
 import httpx
 
-from app import __version__
-from app.api.schemas import JobOut
+from app import __version__, policy
 from app.clock import Clock
-from app.guard import (
+from app.fetch.guard import (
     BlockedDestination,
     Destinations,
     GuardedTransport,
@@ -42,18 +40,12 @@ from app.guard import (
     no_cookies,
     system_resolver,
 )
-from app.policy import (
-    Failure,
-    backoff_delay,
-    classify_exception,
-    classify_status,
-    parse_retry_after,
-)
+from app.loop import Loop, Wakeup
+from app.model import ClaimedDelivery, ErrorKind, Failure
 from app.settings import Settings
-from app.states import ErrorKind
-from app.store.deliveries import Claimed, DeliveryStore
+from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobNotFound, JobStore
-from app.wakeup import Wakeup
+from app.wire import JobOut
 
 log = logging.getLogger("ingest.webhooks")
 
@@ -76,14 +68,14 @@ class Deliverer:
         clock: Clock,
         resolver: Resolver = system_resolver,
         rand: Callable[[], float] = random.random,
+        wakeup: Wakeup | None = None,
     ) -> None:
         self.deliveries = deliveries
         self.jobs = jobs
         self.settings = settings
         self.clock = clock
         self.rand = rand
-        self._wakeup = Wakeup()
-        self._stopping = asyncio.Event()
+        self.loop = Loop("webhooks", self.tick, log, wakeup)
         limits = httpx.Limits(max_connections=BATCH, max_keepalive_connections=BATCH)
         # The fetcher's guard: a callback URL is no way around the SSRF rules.
         self.client = httpx.AsyncClient(
@@ -98,31 +90,24 @@ class Deliverer:
 
     def notify(self) -> None:
         """A delivery may be due now: look again."""
-        self._wakeup.set()
+        self.loop.notify()
 
     def stop(self) -> None:
         """Stop claiming; `run` returns after the POSTs in flight."""
-        self._stopping.set()
-        self._wakeup.set()
+        self.loop.stop()
 
     async def run(self) -> None:
         if not self.settings.webhook_secret.get_secret_value():
             log.warning("INGEST_WEBHOOK_SECRET is empty: callbacks are sent unsigned")
-        errors = 0
         try:
-            while not self._stopping.is_set():
-                try:
-                    sent = await self.deliver_due()
-                    timeout = 0.0 if sent else await self._idle_timeout()
-                    errors = 0
-                except Exception:
-                    errors += 1
-                    timeout = min(0.5 * 2 ** (errors - 1), 30.0)
-                    log.exception("webhooks: database error; trying again in %.1fs", timeout)
-                if timeout > 0:
-                    await self._wakeup.wait(timeout)
+            await self.loop.run()
         finally:
             await self.client.aclose()
+
+    async def tick(self) -> float:
+        """One pass: POST what is due; how long the loop may wait before the next."""
+        sent = await self.deliver_due()
+        return 0.0 if sent else await self._idle_timeout()
 
     async def deliver_due(self) -> int:
         """Claim the due deliveries and POST them; how many were claimed."""
@@ -131,7 +116,7 @@ class Deliverer:
         await asyncio.gather(*(self._deliver(c) for c in claimed))
         return len(claimed)
 
-    async def _deliver(self, claimed: Claimed) -> None:
+    async def _deliver(self, claimed: ClaimedDelivery) -> None:
         try:
             job = await self.jobs.get(claimed.job_id)
         except JobNotFound:  # deleted meanwhile; its deliveries went with it
@@ -146,7 +131,9 @@ class Deliverer:
             await self.deliveries.delivered(claimed, now)
             log.info("delivery %d of job %s: %s delivered", claimed.id, job.id, claimed.event)
             return
-        retry_at = self._retry_at(claimed, failure, now)
+        retry_at = policy.delivery_retry_at(
+            failure, claimed.attempt, claimed.max_attempts, now, self.settings, self.rand
+        )
         await self.deliveries.failed(claimed, failure, now, retry_at)
         what = f"retry at {retry_at.isoformat()}" if retry_at else "dead"
         log.warning(
@@ -178,28 +165,12 @@ class Deliverer:
         except BlockedDestination as exc:
             return Failure(ErrorKind.FATAL, "BlockedDestination", str(exc))
         except Exception as exc:
-            return classify_exception(exc, self.settings.transient_errors)
-        return classify_status(
+            return policy.classify_exception(exc, self.settings.transient_errors)
+        return policy.classify_status(
             response.status_code,
             self.settings.transient_status_codes,
             response.headers.get("Retry-After"),
         )
-
-    def _retry_at(self, claimed: Claimed, failure: Failure, now: datetime) -> datetime | None:
-        """When to POST again: never after a fatal failure or the last attempt; else after
-        the backoff (or the receiver's Retry-After, if longer)."""
-        if failure.kind is ErrorKind.FATAL or claimed.attempt >= claimed.max_attempts:
-            return None
-        settings = self.settings
-        delay = backoff_delay(
-            claimed.attempt,
-            settings.backoff_base_seconds,
-            settings.backoff_max_seconds,
-            settings.backoff_jitter,
-            self.rand,
-        )
-        asked = parse_retry_after(failure.retry_after, now, settings.retry_after_max_seconds)
-        return now + timedelta(seconds=max(delay, asked or 0.0))
 
     async def _idle_timeout(self) -> float:
         timeout = self.settings.poll_interval_seconds

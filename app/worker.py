@@ -1,9 +1,11 @@
-"""The worker loop: wait (wake-up | next due | poll | stop) -> claim up to free slots ->
-fetch -> decide -> record.
+"""The job worker: claim -> fetch -> settle -> record -> events, one job per slot.
 
-It never sleeps on a job: a failed job's next attempt time is written to the database and
-the loop moves on to other work. It issues no SQL (that is `app.store.queue`) and makes
-no retry decision (that is `app.policy`).
+`tick()` is one pass of the loop (`app.loop`): take back expired leases now and then,
+prune now and then, and claim up to the free slots; each claimed job then runs in a task
+of its own: fetch it (`app.fetch`), let policy settle the outcome (`app.policy.settle`),
+record it (`app.store.queue`), log and count it (`app.observability`), and pause the
+domain if policy says so. The worker never sleeps on a job: a failed job's next attempt
+time is written to its row and the loop moves on. It issues no SQL and decides nothing.
 """
 
 import asyncio
@@ -13,20 +15,21 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from app import observability as events
-from app.fetcher import Fetcher, FetchResult
-from app.policy import decide
-from app.scheduling import domain_pause
+from app import policy
+from app.fetch.fetcher import Fetcher
+from app.loop import Loop, Wakeup
+from app.model import Complete, DomainSignal, Lease, Outcome
 from app.settings import Settings
-from app.store.queue import Lease, Queue
-from app.wakeup import Wakeup
+from app.store.queue import Queue
+from app.store.record import Recorded
 
 log = logging.getLogger("ingest.worker")
 
-PRUNE_INTERVAL_SECONDS = 300.0
+PRUNE_INTERVAL = timedelta(minutes=5)
 """How often a worker deletes finished jobs past INGEST_RETENTION_DAYS."""
 
 
@@ -42,6 +45,7 @@ class Worker:
         settings: Settings,
         clock: Callable[[], datetime],
         rand: Callable[[], float] = random.random,
+        wakeup: Wakeup | None = None,
     ) -> None:
         self.queue = queue
         self.fetcher = fetcher
@@ -49,105 +53,89 @@ class Worker:
         self.clock = clock
         self.rand = rand
         self.id = new_worker_id()
-        self._wakeup = Wakeup()
-        self._stopping = asyncio.Event()
+        self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup)
         self._inflight: dict[asyncio.Task[None], Lease] = {}
-        self._last_reclaim = float("-inf")
-        self._last_prune = time.monotonic()
+        self._next_take_back = clock()
+        self._next_prune = clock() + PRUNE_INTERVAL
 
     def notify(self) -> None:
         """Something may be due now (a job was submitted, a slot freed): look again."""
-        self._wakeup.set()
+        self.loop.notify()
 
     def stop(self) -> None:
         """Stop claiming; `run` then drains in-flight fetches and returns."""
-        self._stopping.set()
-        self._wakeup.set()
+        self.loop.stop()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
 
     async def run(self) -> None:
         log.info("worker %s started (%d slots)", self.id, self.settings.worker_concurrency)
-        async with self.queue.db.backend.listen(self.notify):
-            heartbeat = asyncio.create_task(self._heartbeat())
+        heartbeat = asyncio.create_task(self._heartbeat())
+        try:
+            await self.loop.run()
+        finally:
+            # Leases are renewed until the last job is recorded or handed back: a job
+            # whose lease lapsed during the grace period would be fetched again elsewhere.
             try:
-                await self._loop()
+                await self._drain()
             finally:
-                # Leases are renewed until the last job is recorded or handed back: a job
-                # whose lease lapsed during the grace period would be fetched again elsewhere.
-                try:
-                    await self._drain()
-                finally:
-                    heartbeat.cancel()
-                    await asyncio.wait([heartbeat])
+                heartbeat.cancel()
+                await asyncio.wait([heartbeat])
         log.info("worker %s stopped", self.id)
 
-    async def _loop(self) -> None:
-        errors = 0
-        while not self._stopping.is_set():
-            free = self.settings.worker_concurrency - len(self._inflight)
-            try:
-                await self._reclaim_expired()
-                await self._prune()
-                leases = await self._claim(free) if free > 0 else []
-                # Nothing claimed with slots free: sleep until the next retry is due. No slot
-                # free: until one is (a finishing job wakes the loop).
-                timeout = 0.0
-                if not leases:
-                    timeout = await self._idle_timeout() if free > 0 else self._max_wait
-                errors = 0
-            except Exception:
-                errors += 1
-                delay = min(0.5 * 2 ** (errors - 1), 30.0)
-                log.exception(
-                    "worker %s: database error; trying again in %s", self.id, events.seconds(delay)
-                )
-                await self._wakeup.wait(delay)
-                continue
-            for lease in leases:
-                events.job_started(lease)
-                task = asyncio.create_task(self._process(lease), name=f"job {lease.id}")
-                self._inflight[task] = lease
-                task.add_done_callback(self._finished)
-            if leases:
-                # More may be due: the claim skips domains at their limits, so a short batch
-                # does not mean nothing else is waiting.
-                continue
-            await self._wakeup.wait(timeout)
+    async def tick(self) -> float:
+        """One pass: take back expired leases and prune when due, claim up to the free slots
+        and start them. Returns how long the loop may wait before the next pass."""
+        now = self.clock()
+        if now >= self._next_take_back:
+            self._next_take_back = now + timedelta(seconds=self._take_back_interval)
+            await self._take_back_expired(now)
+        if self.settings.retention_days and now >= self._next_prune:
+            self._next_prune = now + PRUNE_INTERVAL
+            await self._prune(now)
+        free = self.settings.worker_concurrency - len(self._inflight)
+        if free <= 0:
+            return self._max_wait  # a finishing job wakes the loop
+        leases = await self.queue.claim(self.id, free, now, self.settings.lease_seconds)
+        for lease in leases:
+            events.job_started(lease)
+            task = asyncio.create_task(self._process(lease), name=f"job {lease.id}")
+            self._inflight[task] = lease
+            task.add_done_callback(self._finished)
+        if leases:
+            # More may be due: the claim skips domains at their limits, so a short batch
+            # does not mean nothing else is waiting.
+            return 0.0
+        return await self._idle_timeout(now)
 
-    async def _claim(self, free: int) -> list[Lease]:
-        return await self.queue.claim(self.id, free, self.clock(), self.settings.lease_seconds)
+    async def _take_back_expired(self, now: datetime) -> None:
+        """Record the expired leases of other (dead or hung) workers as policy settles them."""
+        outcomes = [policy.expired(lease, now) for lease in await self.queue.expired(now)]
+        await self._record(outcomes)
 
-    async def _reclaim_expired(self) -> None:
-        if time.monotonic() - self._last_reclaim < self._reclaim_interval:
-            return
-        self._last_reclaim = time.monotonic()
-        for job in await self.queue.reclaim_expired(self.clock()):
-            events.job_reclaimed(job)
-
-    async def _prune(self) -> None:
-        """Retention: now and then, delete succeeded and cancelled jobs (and their content)
-        that finished more than INGEST_RETENTION_DAYS ago. Dead jobs stay."""
-        days = self.settings.retention_days
-        if not days or time.monotonic() - self._last_prune < PRUNE_INTERVAL_SECONDS:
-            return
-        self._last_prune = time.monotonic()
-        deleted = await self.queue.prune(self.clock() - timedelta(days=days))
+    async def _prune(self, now: datetime) -> None:
+        """Retention: delete succeeded and cancelled jobs (and their content) that finished
+        more than INGEST_RETENTION_DAYS ago. Dead jobs stay."""
+        deleted = await self.queue.prune(now - timedelta(days=self.settings.retention_days))
         if deleted:
             log.info("worker %s: deleted %d finished jobs (retention)", self.id, deleted)
 
     @property
-    def _reclaim_interval(self) -> float:
+    def _take_back_interval(self) -> float:
         return min(self.settings.poll_interval_seconds, self.settings.lease_seconds / 2)
 
     @property
     def _max_wait(self) -> float:
-        return min(self.settings.poll_interval_seconds, self._reclaim_interval)
+        return min(self.settings.poll_interval_seconds, self._take_back_interval)
 
-    async def _idle_timeout(self) -> float:
+    async def _idle_timeout(self, now: datetime) -> float:
         """How long the loop may wait: until the next retry is due, at most one poll."""
         timeout = self._max_wait
-        next_due = await self.queue.next_due_at(self.clock())
+        next_due = await self.queue.next_due_at(now)
         if next_due is not None:
-            timeout = min(timeout, (next_due - self.clock()).total_seconds())
+            timeout = min(timeout, (next_due - now).total_seconds())
         return max(timeout, 0.001)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
@@ -159,54 +147,45 @@ class Worker:
     async def _process(self, lease: Lease) -> None:
         started = time.monotonic()
         try:
-            outcome = await self.fetcher.fetch(lease.url)
+            result = await self.fetcher.fetch(lease.url)
         except asyncio.CancelledError:
-            await asyncio.shield(self._release(lease))
+            await asyncio.shield(self._record([policy.handed_back(lease, self.clock())]))
             raise
         duration_ms = int((time.monotonic() - started) * 1000)
+        outcome = policy.settle(lease, result, duration_ms, self.clock(), self.settings, self.rand)
         # Once the fetch is done its outcome is recorded, even if we are being cancelled.
-        record = asyncio.ensure_future(self._record(lease, outcome, duration_ms))
+        record = asyncio.ensure_future(self._record([outcome]))
         try:
             await asyncio.shield(record)
         except asyncio.CancelledError:
             await record
             raise
 
-    async def _record(self, lease: Lease, outcome: object, duration_ms: int) -> None:
+    async def _record(self, outcomes: Sequence[Outcome]) -> None:
+        """Record the outcomes; log and count those recorded (and the others as lost); then
+        pause the domains that policy says should wait."""
+        if not outcomes:
+            return
         now = self.clock()
-        if isinstance(outcome, FetchResult):
-            recorded = await self.queue.record_success(lease, outcome, now, duration_ms)
-            if recorded:
-                events.job_succeeded(lease, outcome, duration_ms)
-        else:
-            decision = decide(
-                outcome,
-                lease.attempt,
-                lease.max_attempts,
-                lease.deferrals,
-                now,
-                self.settings,
-                self.rand,
-            )
-            recorded, pause = await self.queue.record_failure(
-                lease,
-                outcome,
-                decision,
-                now,
-                duration_ms,
-                lambda failures: domain_pause(outcome, failures, now, self.settings, self.rand),
-            )
-            if pause is not None:
-                events.domain_paused(lease.domain, pause)
-            if recorded:
-                deferral = f"{lease.deferrals + 1}/{self.settings.max_deferrals}"
-                events.job_failed(lease, outcome, decision, duration_ms, deferral)
-        if not recorded:
-            events.job_lease_lost(lease, outcome, duration_ms)
+        recorded = await self.queue.record(outcomes, now)
+        held = {outcome.lease for outcome in recorded.outcomes}
+        for outcome in outcomes:
+            if outcome.lease in held:
+                events.recorded(outcome)
+            else:
+                events.lease_lost(outcome)
+        await self._pause_domains(recorded, now)
 
-    async def _release(self, lease: Lease) -> None:
-        if await self.queue.release(lease, self.clock()):
-            events.job_released(lease)
+    async def _pause_domains(self, recorded: Recorded, now: datetime) -> None:
+        failing = {o.lease.domain: o for o in recorded.outcomes if o.domain is DomainSignal.FAILING}
+        for domain, outcome in sorted(failing.items()):
+            decision = outcome.decision
+            if isinstance(decision, Complete) or decision.failure is None:
+                continue
+            count = recorded.failures.get(domain, 0)
+            pause = policy.domain_pause(decision.failure, count, now, self.settings, self.rand)
+            if pause is not None and await self.queue.pause_domain(domain, pause):
+                events.domain_paused(domain, pause)
 
     async def _heartbeat(self) -> None:
         interval = self.settings.lease_seconds / 3

@@ -7,10 +7,10 @@ terminal rows (nine in ten succeeded, one in ten dead, all older than the pendin
 added by one INSERT ... SELECT inside the database, up to each size in turn. At each size:
 
 - claim: `Queue.claim(worker, 32, now, 60)`; then (untimed) the 32 jobs are recorded as
-  succeeded (`Queue.record_success`) and 32 new ones submitted, so the queue keeps its size
+  succeeded (`Queue.record`, one batch) and 32 new ones submitted, so the queue keeps its size
   like a steady stream: jobs leave at the head and arrive at the tail. Pending jobs are
   spread over 100 domains, so the per-domain in-flight limit does not cut a claim short;
-- next_due_at and reclaim_expired: what an idle worker also runs on every poll;
+- next_due_at and expired: what an idle worker also runs on every poll;
 - list dead: `JobStore.list(statuses=[dead], limit=50)`;
 - stats: `JobStore.stats()` (it counts every row: expected to grow, fewer repetitions).
 
@@ -28,14 +28,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from app import policy
 from app.clock import utc_now
-from app.fetcher import FetchResult
+from app.fetch.urls import job_domain
+from app.model import Fetched, JobStatus, NewJob
 from app.settings import Settings
-from app.states import JobStatus
 from app.store.database import Database
-from app.store.jobs import JobStore, NewJob
+from app.store.jobs import JobStore
 from app.store.queue import Queue
-from app.urls import job_domain
 from bench.harness import (
     backends,
     drop_database,
@@ -51,7 +51,7 @@ from bench.workers import submit
 DATABASE = "ingest_bench_claim"
 BATCH = 32
 DOMAINS = 100
-RESULT = FetchResult(200, "http://bench.invalid/", "text/html", 2048, "0" * 64, "bench page")
+RESULT = Fetched(200, "http://bench.invalid/", "text/html", 2048, "0" * 64, "bench page")
 
 _TERMINAL_COLUMNS = (
     "id, url, domain, tenant, status, priority, attempts, max_attempts, deferrals, dead_reason,"
@@ -174,8 +174,9 @@ async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]]
         """Untimed: the claimed jobs succeed, and as many new ones join the queue's tail."""
         nonlocal submitted
         now = utc_now()
-        for lease in leases:
-            await queue.record_success(lease, RESULT, now, 1)
+        await queue.record(
+            [policy.settle(lease, RESULT, 1, now, queue.settings) for lease in leases], now
+        )
         await top_up(store, len(leases), submitted)
         submitted += len(leases)
 
@@ -185,7 +186,7 @@ async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]]
     times = {
         "claim 32": await timed(args.repeats, claim, finish),
         "next_due_at": await timed(args.repeats // 4, lambda: queue.next_due_at(utc_now())),
-        "reclaim_expired": await timed(args.repeats // 4, lambda: queue.reclaim_expired(never)),
+        "expired": await timed(args.repeats // 4, lambda: queue.expired(never)),
         "list dead, 50": await timed(
             args.repeats // 4, lambda: store.list(statuses=[JobStatus.DEAD], limit=50)
         ),

@@ -16,15 +16,16 @@ import time
 
 import sqlalchemy as sa
 
+from app import policy
 from app.clock import utc_now
-from app.fetcher import FetchResult
+from app.model import Fetched, NewJob
 from app.settings import Settings
 from app.store.database import Database
-from app.store.jobs import JobStore, NewJob
+from app.store.jobs import JobStore
 from app.store.queue import Queue
 from bench.harness import backends, drop_database, fmt, fresh_database, median, percentile, table
 
-RESULT = FetchResult(200, "http://x/", "text/html", 1, "0" * 64, None)
+RESULT = Fetched(200, "http://x/", "text/html", 1, "0" * 64, None)
 
 
 async def measure(backend: str, args: argparse.Namespace) -> tuple[float, float]:
@@ -49,15 +50,18 @@ async def measure(backend: str, args: argparse.Namespace) -> tuple[float, float]
         # on a table this size: without them the planner guesses a tenant has 3 rows.
         async with database.write() as conn:
             await conn.execute(sa.text("ANALYZE"))
-        queue = Queue(database, Settings(_env_file=None))
+        settings = Settings(_env_file=None)
+        queue = Queue(database, settings)
         timings = []
         for _ in range(args.repeats):
             started = time.perf_counter()
             leases = await queue.claim("bench", 32, utc_now(), 60)
             timings.append((time.perf_counter() - started) * 1000)
             assert len(leases) == 32, len(leases)
-            for lease in leases:
-                await queue.record_success(lease, RESULT, utc_now(), 1)
+            now = utc_now()
+            await queue.record(
+                [policy.settle(lease, RESULT, 1, now, settings) for lease in leases], now
+            )
         return median(timings), percentile(timings, 0.99)
     finally:
         await database.dispose()

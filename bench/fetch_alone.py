@@ -5,7 +5,7 @@ for a line on stdin, makes `--requests` GETs with `--concurrency` in flight, and
 one JSON line: {"seconds", "cpu_seconds", "failures"} for that phase alone.
 
 `--mode httpx` is a bare `httpx.AsyncClient.get`; `--mode fetcher` is the worker's own
-`app.fetcher.Fetcher.fetch` (streaming, sha256, title), still without any database.
+`app.fetch.fetcher.Fetcher.fetch` (streaming, sha256, title), still without any database.
 """
 
 import argparse
@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from app.fetcher import Fetcher, FetchResult
+from app.fetch.fetcher import Fetcher
+from app.model import Fetched
 from app.settings import Settings
 
 
@@ -42,7 +43,7 @@ async def run(base_url: str, mode: str, requests: int, concurrency: int) -> dict
         fetcher = Fetcher(settings)
 
         async def fetch(url: str) -> bool:
-            return isinstance(await fetcher.fetch(url), FetchResult)
+            return isinstance(await fetcher.fetch(url), Fetched)
 
         close = fetcher.aclose
 

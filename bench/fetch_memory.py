@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import time
 
-from app.fetcher import Fetcher
+from app.fetch.fetcher import Fetcher
 from app.settings import Settings
 from tests.hostile import HostileServer
 from tests.test_hostile import MiB, PeakRSS

@@ -14,11 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import asyncpg
-import sqlalchemy as sa
 
-from app.states import JobStatus
 from app.store.database import upgrade_to_head
-from app.store.tables import Attempt, Job
 
 RESULTS = Path(__file__).parent / "results"
 BACKENDS = ("sqlite", "postgresql")
@@ -26,14 +23,6 @@ PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 TICKS = os.sysconf("SC_CLK_TCK")
 TARGET_ENV = {"INGEST_ALLOWED_HOSTS": "127.0.0.1"}
 """Settings for processes that fetch the target: the fetch guard refuses loopback otherwise."""
-
-jobs = Job.__table__
-attempts = Attempt.__table__
-
-
-def status_is(status: JobStatus) -> sa.ColumnElement[bool]:
-    """`status = '<literal>'`, as the store writes it, so the partial indexes serve it."""
-    return jobs.c.status == sa.literal_column(f"'{status}'")
 
 
 def backends(choice: str) -> list[str]:

@@ -15,19 +15,18 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from app.clock import utc_now
-from app.states import JobStatus
+from app.fetch.urls import job_domain
+from app.model import JobStatus, NewJob
 from app.store.database import Database
-from app.store.jobs import JobStore, NewJob
-from app.urls import job_domain
+from app.store.jobs import JobStore
+from app.store.tables import jobs, status_is
 from bench.harness import (
     RESULTS,
     TARGET_ENV,
     TICKS,
     cpu_seconds,
-    jobs,
     machine_ticks,
     parent_pid,
-    status_is,
 )
 
 INGEST = Path(sys.executable).parent / "ingest"

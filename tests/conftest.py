@@ -22,7 +22,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.main import create_app
+from app.api.app import create_app
 from app.settings import Settings
 from app.store.database import upgrade_to_head
 from tests.webserver import ScriptedServer

@@ -4,11 +4,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.policy import Failure, MarkDead
-from app.states import DeadReason, ErrorKind
+from app import policy
+from app.model import DeadReason, ErrorKind, Failure, MarkDead
 from app.store.database import Database
 from app.store.queue import Queue
 from tests.conftest import running_app
+from tests.outcomes import failed, record
 
 URL = "http://example.test/page"
 
@@ -25,15 +26,15 @@ async def app_client(make_settings):
 
 async def kill(app, job_id: str) -> None:
     """Run the job's attempt by hand and record a fatal failure: the job is dead."""
-    queue = Queue(app.state.database, app.state.settings)
+    queue = Queue(app.state.runtime.database, app.state.runtime.settings)
     now = datetime.now(UTC)
     leases = await queue.claim("t", 100, now, 60)
     (lease,) = [lease for lease in leases if lease.id == job_id]
     for other in leases:
         if other is not lease:
-            assert await queue.release(other, now)
+            assert await record(queue, policy.handed_back(other, now), now)
     failure = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
-    assert await queue.record_failure(lease, failure, MarkDead(DeadReason.FATAL), now, 1)
+    assert await record(queue, failed(lease, MarkDead(DeadReason.FATAL, failure)), now)
 
 
 async def test_submit_returns_the_pending_job(client):
@@ -223,7 +224,9 @@ async def test_retry_running_is_409(app_client):
     """Running jobs cannot be retried."""
     app, client = app_client
     job = (await post_job(client)).json()
-    await Queue(app.state.database, app.state.settings).claim("w", 1, datetime.now(UTC), 60)
+    await Queue(app.state.runtime.database, app.state.runtime.settings).claim(
+        "w", 1, datetime.now(UTC), 60
+    )
     response = await client.post(f"/jobs/{job['id']}/retry")
     assert 409 == response.status_code
     assert "is running" in response.json()["detail"]
@@ -276,13 +279,13 @@ async def test_health_and_readiness(app_client):
     app, client = app_client
     assert {"status": "ok"} == (await client.get("/healthz")).json()
     assert 200 == (await client.get("/readyz")).status_code
-    working = app.state.database
-    app.state.database = Database("postgresql://nobody@127.0.0.1:1/none")
+    working = app.state.runtime.database
+    app.state.runtime.database = Database("postgresql://nobody@127.0.0.1:1/none")
     try:
         response = await client.get("/readyz")
     finally:
-        await app.state.database.dispose()
-        app.state.database = working
+        await app.state.runtime.database.dispose()
+        app.state.runtime.database = working
     assert 503 == response.status_code
     assert "application/problem+json" == response.headers["content-type"]
 

@@ -3,7 +3,8 @@
 from datetime import UTC, datetime, timedelta
 
 from app.store.queue import Queue
-from app.worker import Worker
+from app.store.record import Recorded
+from app.worker import PRUNE_INTERVAL, Worker
 from tests.conftest import running_app, wait_for_status
 from tests.webserver import Reply
 
@@ -16,7 +17,7 @@ async def test_retention_removes_content_with_its_job(make_settings, web):
         job = await wait_for_status(
             client, (await client.post("/jobs", json={"url": url})).json()["id"], "succeeded"
         )
-        queue = Queue(app.state.database, app.state.settings)
+        queue = Queue(app.state.runtime.database, app.state.runtime.settings)
         finished = datetime.fromisoformat(job["finished_at"])
         kept = await queue.prune(finished - timedelta(seconds=1))
         before = await client.get(f"/jobs/{job['id']}/content")
@@ -29,6 +30,8 @@ async def test_retention_removes_content_with_its_job(make_settings, web):
 
 
 class PruningQueue:
+    """A queue with nothing to claim or take back, which counts the prunes asked of it."""
+
     def __init__(self) -> None:
         self.cutoffs: list[datetime] = []
 
@@ -36,26 +39,43 @@ class PruningQueue:
         self.cutoffs.append(older_than)
         return 3
 
+    async def expired(self, now: datetime) -> list:
+        return []
+
+    async def record(self, outcomes, now):
+        return Recorded([], {})
+
+    async def claim(self, worker_id, limit, now, lease_seconds) -> list:
+        return []
+
+    async def next_due_at(self, now: datetime) -> None:
+        return None
+
 
 async def test_worker_prunes_at_the_retention_age(make_settings):
-    """The worker's prune asks for jobs finished before now - INGEST_RETENTION_DAYS."""
+    """Every PRUNE_INTERVAL, a tick asks for jobs finished before now - retention days."""
     now = datetime(2026, 11, 30, tzinfo=UTC)
+    clock = [now]
     queue = PruningQueue()
-    worker = Worker(queue, None, make_settings(retention_days=7), clock=lambda: now)
-    worker._last_prune = float("-inf")  # as if the interval had passed
+    worker = Worker(queue, None, make_settings(retention_days=7), clock=lambda: clock[0])
 
-    await worker._prune()
-    await worker._prune()  # within the interval: nothing
+    await worker.tick()  # just started: not yet
+    clock[0] = now + PRUNE_INTERVAL
+    await worker.tick()
+    await worker.tick()  # within the next interval: nothing
 
-    assert [now - timedelta(days=7)] == queue.cutoffs
+    assert [now + PRUNE_INTERVAL - timedelta(days=7)] == queue.cutoffs
 
 
 async def test_zero_retention_keeps_content_forever(make_settings):
     """INGEST_RETENTION_DAYS=0 never prunes."""
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    clock = [now]
     queue = PruningQueue()
-    worker = Worker(queue, None, make_settings(retention_days=0), clock=lambda: datetime.now(UTC))
-    worker._last_prune = float("-inf")
+    worker = Worker(queue, None, make_settings(retention_days=0), clock=lambda: clock[0])
 
-    await worker._prune()
+    for step in range(3):
+        clock[0] = now + step * PRUNE_INTERVAL
+        await worker.tick()
 
     assert [] == queue.cutoffs

@@ -53,7 +53,7 @@ async def seed(make_settings: Callable[..., Settings], web: ScriptedServer) -> S
 
         await eventually(backing_off)
         domains = Domain.__table__
-        async with app.state.database.write() as conn:
+        async with app.state.runtime.database.write() as conn:
             await conn.execute(
                 sa.update(domains)
                 .where(domains.c.domain == PAUSED_DOMAIN)
@@ -146,7 +146,7 @@ async def test_resume_button_clears_the_pause(make_settings, web):
         response = await client.post(f"/dashboard/domains/{PAUSED_DOMAIN}/resume")
         page = (await client.get(response.headers["location"])).text
         missing = await client.post("/dashboard/domains/nowhere.example/resume")
-        async with app.state.database.read() as conn:
+        async with app.state.runtime.database.read() as conn:
             row = (
                 await conn.execute(
                     sa.select(Domain.__table__).where(Domain.__table__.c.domain == PAUSED_DOMAIN)

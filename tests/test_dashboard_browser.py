@@ -27,7 +27,7 @@ from fastapi import FastAPI
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
-from app.main import create_app
+from app.api.app import create_app
 from app.settings import Settings
 from tests.test_dashboard import PAUSED_DOMAIN, seed
 from tests.webserver import ScriptedServer

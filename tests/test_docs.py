@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.main import create_app
+from app.api.app import create_app
 from app.policy import backoff_delay
 from app.settings import Settings
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.fetcher import Fetcher
-from app.main import create_app
+from app.api.app import create_app
+from app.fetch.fetcher import Fetcher
 from app.settings import Settings
 from tests.conftest import wait_for_status
 from tests.hostile import PAGE, HostileServer

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 import uvicorn
 from typer.testing import CliRunner
 
+from app.api.app import create_app
 from app.cli import cli
-from app.main import create_app
 from app.settings import Settings
 from tests.conftest import eventually, running_app
 from tests.test_hostile import MiB, PeakRSS
@@ -215,7 +215,7 @@ async def _plant(database_url: str, job_id: str, metadata_json: str) -> None:
     settings = Settings(_env_file=None, database_url=database_url, worker_enabled=False)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
-        database = app.state.database
+        database = app.state.runtime.database
         cast = "CAST(:m AS json)" if database.backend.name == "postgresql" else ":m"
         async with database.write() as conn:
             await conn.execute(

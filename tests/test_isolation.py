@@ -26,7 +26,7 @@ async def test_a_cookie_set_for_one_tenant_is_not_sent_for_another(make_settings
         await wait_for_status(client, job["id"], "succeeded")
         job = await submit(client, web.url("/account"), tenant="b")
         await wait_for_status(client, job["id"], "succeeded")
-        jar = list(app.state.worker.fetcher.client.cookies.jar)
+        jar = list(app.state.runtime.worker.fetcher.client.cookies.jar)
     assert 1 == len(web.headers["/account"])
     assert [] == cookies_sent(web.headers["/account"])
     assert [] == jar
@@ -52,7 +52,7 @@ async def test_webhook_sender_keeps_no_cookies(make_settings, web: ScriptedServe
             job = await submit(client, web.url("/page"), callback_url=hook)
             await wait_for_status(client, job["id"], "succeeded")
             await _delivered(client, job["id"])
-        jar = list(app.state.deliverer.client.cookies.jar)
+        jar = list(app.state.runtime.deliverer.client.cookies.jar)
     assert 2 == len(web.posts["/hook"])
     assert [] == cookies_sent([headers for headers, _ in web.posts["/hook"]])
     assert [] == jar

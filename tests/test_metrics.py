@@ -13,7 +13,7 @@ import httpx
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.main import create_app
+from app.api.app import create_app
 from app.store.tables import Domain
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.webserver import Reply
@@ -103,7 +103,7 @@ async def test_queue_gauges_read_the_database_at_scrape_time(make_settings, web)
             later = (now[0] + timedelta(hours=1)).isoformat()
             await client.post("/jobs", json={"url": web.url("/later"), "not_before": later})
             now[0] += timedelta(seconds=42)
-            async with app.state.database.write() as conn:
+            async with app.state.runtime.database.write() as conn:
                 await conn.execute(
                     sa.update(Domain.__table__).values(paused_until=now[0] + timedelta(minutes=5))
                 )
@@ -120,7 +120,7 @@ async def test_an_unreadable_database_still_serves_the_counters(make_settings, m
         async def broken(*_: object) -> None:
             raise OSError("connection refused")
 
-        monkeypatch.setattr(app.state.jobs, "stats", broken)
+        monkeypatch.setattr(app.state.runtime.jobs, "stats", broken)
         samples = await scrape(client)
     assert 0 == samples[("ingest_database_up", ())]
     assert 0 == samples[("ingest_jobs_submitted_total", ())]

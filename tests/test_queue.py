@@ -8,17 +8,26 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from app.fetcher import FetchResult
-from app.policy import Failure, MarkDead, Reschedule
+from app import policy
+from app.model import (
+    DeadReason,
+    ErrorKind,
+    Failure,
+    Fetched,
+    JobStatus,
+    MarkDead,
+    NewJob,
+    Reschedule,
+)
 from app.settings import Settings
-from app.states import DeadReason, ErrorKind, JobStatus
 from app.store.database import Database
-from app.store.jobs import JobStore, NewJob
+from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.tables import Domain, Tenant
+from tests.outcomes import failed, is_dead, record, succeeded, take_back_expired
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-RESULT = FetchResult(200, "http://a.test/", "text/html", 10, "0" * 64, "t")
+RESULT = Fetched(200, "http://a.test/", "text/html", 10, "0" * 64, "t")
 
 
 @pytest.fixture
@@ -98,11 +107,11 @@ async def test_stale_worker_write_is_a_no_op(store):
     jobs, queue = store
     job = (await jobs.submit([new()]))[0]
     (stale,) = await queue.claim("old", 1, NOW, 1)
-    reclaimed = await queue.reclaim_expired(NOW + timedelta(seconds=2))
+    reclaimed = await take_back_expired(queue, NOW + timedelta(seconds=2))
     (fresh,) = await queue.claim("new", 1, NOW + timedelta(seconds=3), 60)
-    assert [job.id] == [r.id for r in reclaimed]
-    assert False is await queue.record_success(stale, RESULT, NOW + timedelta(seconds=4), 5)
-    assert True is await queue.record_success(fresh, RESULT, NOW + timedelta(seconds=5), 5)
+    assert [job.id] == [r.lease.id for r in reclaimed]
+    assert False is await record(queue, succeeded(stale, RESULT), NOW + timedelta(seconds=4))
+    assert True is await record(queue, succeeded(fresh, RESULT), NOW + timedelta(seconds=5))
     outcomes = [(a.number, a.worker_id, a.outcome) for a in await jobs.attempts(job.id)]
     assert [(1, "old", "interrupted"), (2, "new", "succeeded")] == outcomes
 
@@ -114,25 +123,23 @@ async def test_a_stale_attempt_cannot_touch_the_retried_job(store):
     jobs, queue = store
     job = (await jobs.submit([new(max_attempts=1)]))[0]
     (stale,) = await queue.claim("w", 1, NOW, 1)
-    (reclaimed,) = await queue.reclaim_expired(NOW + timedelta(seconds=2))
+    (reclaimed,) = await take_back_expired(queue, NOW + timedelta(seconds=2))
     await jobs.retry(job.id)
     (fresh,) = await queue.claim("w", 1, NOW + timedelta(seconds=3), 60)
-    assert reclaimed.dead
+    assert is_dead(reclaimed)
     assert (stale.worker_id, stale.attempt) == (fresh.worker_id, fresh.attempt)
     later = NOW + timedelta(seconds=4)
     fatal = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
     assert set() == await queue.extend_leases([stale], later + timedelta(seconds=60))
-    assert (False, None) == await queue.record_failure(
-        stale, fatal, MarkDead(DeadReason.FATAL), later, 5
-    )
-    assert False is await queue.release(stale, later)
-    assert False is await queue.record_success(stale, RESULT, later, 5)
+    assert False is await record(queue, failed(stale, MarkDead(DeadReason.FATAL, fatal)), later)
+    assert False is await record(queue, policy.handed_back(stale, later), later)
+    assert False is await record(queue, succeeded(stale, RESULT), later)
     still = await jobs.get(job.id)
     assert (JobStatus.RUNNING, NOW + timedelta(seconds=63)) == (
         still.status,
         still.lease_expires_at,
     )
-    assert True is await queue.record_success(fresh, RESULT, NOW + timedelta(seconds=5), 5)
+    assert True is await record(queue, succeeded(fresh, RESULT), NOW + timedelta(seconds=5))
     done = await jobs.get(job.id)
     outcomes = [(a.number, a.outcome) for a in await jobs.attempts(job.id)]
     assert (JobStatus.SUCCEEDED, None, None) == (done.status, done.worker_id, done.lease_id)
@@ -144,9 +151,9 @@ async def test_expired_lease_with_no_budget_left_is_dead(store):
     jobs, queue = store
     job = (await jobs.submit([new(max_attempts=1)]))[0]
     await queue.claim("w", 1, NOW, 1)
-    (reclaimed,) = await queue.reclaim_expired(NOW + timedelta(seconds=2))
+    (reclaimed,) = await take_back_expired(queue, NOW + timedelta(seconds=2))
     dead = await jobs.get(job.id)
-    assert reclaimed.dead
+    assert is_dead(reclaimed)
     assert (JobStatus.DEAD, DeadReason.LEASE_EXPIRED) == (dead.status, dead.dead_reason)
     assert ("transient", "LeaseExpired") == (dead.last_error_kind, dead.last_error_type)
 
@@ -156,11 +163,11 @@ async def test_live_lease_is_not_reclaimed(store):
     jobs, queue = store
     await jobs.submit([new()])
     (lease,) = await queue.claim("w", 1, NOW, 10)
-    assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=5))
+    assert [] == await take_back_expired(queue, NOW + timedelta(seconds=5))
     assert {lease} == await queue.extend_leases([lease], NOW + timedelta(seconds=30))
     other = replace(lease, lease_id="someone else's")
     assert set() == await queue.extend_leases([other], NOW + timedelta(seconds=90))
-    assert [] == await queue.reclaim_expired(NOW + timedelta(seconds=20))
+    assert [] == await take_back_expired(queue, NOW + timedelta(seconds=20))
 
 
 async def test_reschedule_then_dead(store):
@@ -170,7 +177,7 @@ async def test_reschedule_then_dead(store):
     failure = Failure(ErrorKind.TRANSIENT, "HTTPStatus", "HTTP 503", 503)
     (lease,) = await queue.claim("w", 1, NOW, 60)
     retry_at = NOW + timedelta(seconds=30)
-    assert await queue.record_failure(lease, failure, Reschedule(retry_at, 30), NOW, 7)
+    assert await record(queue, failed(lease, Reschedule(retry_at, 30, failure)), NOW)
     waiting = await jobs.get(job.id)
     assert (JobStatus.PENDING, retry_at, 503) == (
         waiting.status,
@@ -179,7 +186,7 @@ async def test_reschedule_then_dead(store):
     )
     (lease,) = await queue.claim("w", 1, retry_at, 60)
     fatal = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
-    assert await queue.record_failure(lease, fatal, MarkDead(DeadReason.FATAL), retry_at, 3)
+    assert await record(queue, failed(lease, MarkDead(DeadReason.FATAL, fatal)), retry_at)
     dead = await jobs.get(job.id)
     assert (JobStatus.DEAD, None, 2) == (dead.status, dead.retry_after, dead.attempts)
     attempts = await jobs.attempts(job.id)
@@ -191,7 +198,8 @@ async def test_release_gives_the_attempt_back(store):
     jobs, queue = store
     job = (await jobs.submit([new()]))[0]
     (lease,) = await queue.claim("w", 1, NOW, 60)
-    assert await queue.release(lease, NOW + timedelta(seconds=1))
+    later = NOW + timedelta(seconds=1)
+    assert await record(queue, policy.handed_back(lease, later), later)
     back = await jobs.get(job.id)
     assert (JobStatus.PENDING, 0, None, None) == (
         back.status,

@@ -5,21 +5,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from app.fetcher import FetchResult
-from app.policy import Failure, MarkDead
+from app.model import DeadReason, ErrorKind, Failure, Fetched, JobStatus, MarkDead, NewJob
 from app.settings import Settings
-from app.states import DeadReason, ErrorKind, JobStatus
 from app.store.database import Database
-from app.store.jobs import JobNotFound, JobStore, NewJob, StateConflict
+from app.store.jobs import JobNotFound, JobStore, StateConflict
 from app.store.queue import Queue
 from app.store.retention import prune_jobs
 from app.store.tables import Attempt, Job, JobContent
 from tests.conftest import running_app
+from tests.outcomes import failed, record, succeeded
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CUTOFF = NOW + timedelta(days=5)
 LATER = NOW + timedelta(days=10)
-RESULT = FetchResult(200, "http://a.test/", "text/html", 4, "0" * 64, "t", 1, b"body", "t")
+RESULT = Fetched(200, "http://a.test/", "text/html", 4, "0" * 64, "t", 1, b"body", "t")
 FATAL = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
 
 jobs_table = Job.__table__
@@ -52,9 +51,9 @@ async def finish(jobs: JobStore, queue: Queue, path: str, outcome: str, at: date
     (lease,) = await queue.claim("w", 1, at, 60)
     assert job_id == lease.id
     if outcome == "succeeded":
-        assert await queue.record_success(lease, RESULT, at, 1)
+        assert await record(queue, succeeded(lease, RESULT), at)
     elif outcome == "dead":
-        assert (await queue.record_failure(lease, FATAL, MarkDead(DeadReason.FATAL), at, 1))[0]
+        assert await record(queue, failed(lease, MarkDead(DeadReason.FATAL, FATAL)), at)
     return job_id
 
 
@@ -167,7 +166,7 @@ async def test_delete_endpoint(app_client):
     """DELETE /jobs/{id}: 204 for terminal jobs, 409 problem while pending or running, 404
     for unknown ids and another tenant's jobs."""
     app, client = app_client
-    queue = Queue(app.state.database, app.state.settings)
+    queue = Queue(app.state.runtime.database, app.state.runtime.settings)
 
     async def submit() -> str:
         response = await client.post("/jobs", json={"url": "http://a.test/"}, headers=auth(KEY_A))
@@ -177,7 +176,7 @@ async def test_delete_endpoint(app_client):
     (lease,) = await queue.claim("w", 10, datetime.now(UTC), 60)
     dead = await submit()
     (dying,) = await queue.claim("w", 10, datetime.now(UTC), 60)
-    await queue.record_failure(dying, FATAL, MarkDead(DeadReason.FATAL), datetime.now(UTC), 1)
+    await record(queue, failed(dying, MarkDead(DeadReason.FATAL, FATAL)), datetime.now(UTC))
     pending, cancelled = await submit(), await submit()
     await client.post(f"/jobs/{cancelled}/cancel", headers=auth(KEY_A))
 

@@ -8,7 +8,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import SQLModel
 
-from app.cli import openapi_yaml
+from app.cli.run import openapi_yaml
 from app.store.dialect import backend_for
 
 ROOT = Path(__file__).parent.parent

@@ -8,14 +8,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from app.policy import Failure
+from app.model import ErrorKind, Failure, NewJob
 from app.settings import Settings
-from app.states import ErrorKind
 from app.store.database import Database
 from app.store.deliveries import DeliveryStore
-from app.store.jobs import JobStore, NewJob
+from app.store.jobs import JobStore
 from app.store.queue import Queue
 from tests.conftest import eventually, running_app, wait_for_status
+from tests.outcomes import take_back_expired
 from tests.receivers import Receiver
 from tests.webserver import Reply, ScriptedServer
 
@@ -144,7 +144,7 @@ async def test_store_owes_claims_and_fences(database_url):
         )
         await queue.claim("w", 2, now, 1)
         later = now + timedelta(seconds=2)
-        assert 2 == len(await queue.reclaim_expired(later))
+        assert 2 == len(await take_back_expired(queue, later))
         assert [] == await store.for_job(plain.id)
         (first,) = await store.claim(5, later, 1)
         assert ("job.dead", 1) == (first.event, first.attempt)

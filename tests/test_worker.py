@@ -14,6 +14,7 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.queue import Queue
 from tests.conftest import eventually, running_app, wait_for_status
+from tests.outcomes import take_back_expired
 from tests.webserver import Reply, ScriptedServer
 
 
@@ -184,10 +185,10 @@ async def test_heartbeats_go_on_through_the_grace_period(make_settings, web):
         async with running_app(settings) as (app, client):
             job = await submit(client, url)
             await eventually(lambda: _running(client, job["id"]))
-            app.state.worker.stop()
+            app.state.runtime.worker.stop()
 
             async def finished() -> bool:
-                reclaimed.extend(await Queue(other, settings).reclaim_expired(utc_now()))
+                reclaimed.extend(await take_back_expired(Queue(other, settings), utc_now()))
                 status = (await client.get(f"/jobs/{job['id']}")).json()["status"]
                 return status != "running"
 

@@ -1,55 +1,81 @@
-"""The worker loop survives a failing database and keeps working once it is back."""
+"""The background loop survives failing ticks, waits less than it fears, and keeps working."""
 
 import asyncio
-import contextlib
 import logging
-from datetime import UTC, datetime
 
-from app.settings import Settings
-from app.worker import Worker
+from app.loop import MAX_ERROR_WAIT, Loop, error_wait
 
 
-class FlakyQueue:
-    """A queue whose first calls fail like an unreachable database, then find nothing."""
+def test_error_wait_grows_then_caps():
+    """0.5 s after the first failed tick, doubling, never above MAX_ERROR_WAIT."""
+    waits = [error_wait(n) for n in range(1, 10)]
+    assert [0.5, 1.0, 2.0, 4.0] == waits[:4]
+    assert all(wait == MAX_ERROR_WAIT for wait in waits[4:])
 
-    def __init__(self, failures: int) -> None:
+
+class Ticks:
+    """A tick that fails `failures` times like an unreachable database, then succeeds and
+    stops the loop after `successes` good ticks."""
+
+    def __init__(self, failures: int, successes: int = 1) -> None:
         self.failures = failures
-        self.claims = 0
-        self.db = self  # the worker reaches the backend through queue.db.backend
-        self.backend = self
+        self.successes = successes
+        self.calls = 0
+        self.loop: Loop | None = None
 
-    def listen(self, on_notify):
-        return contextlib.nullcontext()
-
-    async def reclaim_expired(self, now):
-        return []
-
-    async def claim(self, worker_id, limit, now, lease_seconds):
-        self.claims += 1
+    async def __call__(self) -> float:
+        self.calls += 1
         if self.failures:
             self.failures -= 1
-            raise ConnectionRefusedError("database unreachable")
-        return []
-
-    async def next_due_at(self, now):
-        return None
-
-    async def extend_leases(self, leases, until):
-        return set()
+            raise ConnectionRefusedError("database unreachable\nsecond line of detail")
+        self.successes -= 1
+        if not self.successes and self.loop is not None:
+            self.loop.stop()
+        return 0.0
 
 
-async def test_database_errors_are_logged_and_retried(caplog):
-    """Two failed claims are logged and retried with backoff; the loop carries on."""
-    queue = FlakyQueue(failures=2)
-    settings = Settings(_env_file=None, poll_interval_seconds=0.05)
-    worker = Worker(queue, fetcher=None, settings=settings, clock=lambda: datetime.now(UTC))
-    caplog.set_level(logging.ERROR, logger="ingest.worker")
-    task = asyncio.create_task(worker.run())
-    await asyncio.sleep(2.0)
-    worker.stop()
-    await asyncio.wait_for(task, 5)
-    errors = [r.getMessage() for r in caplog.records if "database error" in r.getMessage()]
-    assert 2 == len(errors)
-    assert "trying again in 0.5s" in errors[0]
-    assert "trying again in 1s" in errors[1]
-    assert queue.claims > 3
+async def test_failed_ticks_are_logged_once_with_a_trace_and_retried(caplog, monkeypatch):
+    """Each failed tick is one line with its wait; the trace comes once per distinct error;
+    the loop carries on and says when it recovered."""
+    waits: list[float] = []
+
+    async def no_wait(self, timeout: float) -> None:
+        waits.append(timeout)
+
+    monkeypatch.setattr("app.loop.Wakeup.wait", no_wait)
+    ticks = Ticks(failures=3)
+    loop = Loop("worker w", ticks, logging.getLogger("ingest.worker"))
+    ticks.loop = loop
+    caplog.set_level(logging.INFO, logger="ingest.worker")
+    await asyncio.wait_for(loop.run(), 5)
+
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [
+        "worker w: ConnectionRefusedError: database unreachable; trying again in 0.5s",
+        "worker w: ConnectionRefusedError: database unreachable; trying again in 1s",
+        "worker w: ConnectionRefusedError: database unreachable; trying again in 2s",
+    ] == [r.getMessage() for r in errors]
+    assert [True, False, False] == [bool(r.exc_info) for r in errors]
+    assert [0.5, 1.0, 2.0] == waits
+    assert 4 == ticks.calls
+    assert any("recovered after 3 failed attempts" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_wakeup_cuts_the_wait_short():
+    """A tick that asks for a long wait is followed at once by the next after a wake-up."""
+    calls = []
+    first = asyncio.Event()
+
+    async def tick() -> float:
+        calls.append(1)
+        first.set()
+        if len(calls) == 2:
+            loop.stop()
+        return 3600.0
+
+    loop = Loop("worker w", tick, logging.getLogger("ingest.worker"))
+    running = asyncio.create_task(loop.run())
+    await first.wait()
+    loop.notify()
+    await asyncio.wait_for(running, 5)
+    assert 2 == len(calls)

@@ -32,7 +32,7 @@ def _caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
-    keys: dict[str, str] = request.app.state.settings.api_keys
+    keys: dict[str, str] = request.app.state.runtime.settings.api_keys
     if not keys:
         return Caller(None)
     if credentials is None or credentials.scheme.lower() != "bearer":

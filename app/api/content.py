@@ -1,27 +1,18 @@
 """What a succeeded job fetched: the exact bytes, and the extracted main text."""
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 
 from app.api.auth import CallerDep
-from app.api.deps import DatabaseDep
+from app.api.deps import ContentsDep
 from app.api.problems import problem, responses
-from app.states import JobStatus
-from app.store.contents import Content, ContentStore
+from app.model import JobStatus
 from app.store.jobs import JobNotFound
+from app.store.reads import Content
 
 router = APIRouter(prefix="/jobs", tags=["content"], responses=responses(401, 404))
 
 # Fetched pages are someone else's HTML: served from our origin they must not run scripts.
 SAFE_HEADERS = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
-
-
-def _contents(database: DatabaseDep) -> ContentStore:
-    return ContentStore(database)
-
-
-ContentsDep = Annotated[ContentStore, Depends(_contents)]
 
 
 def _stored(job_id: str, content: Content) -> Response | None:

@@ -25,7 +25,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.api.auth import ADMIN, tenant_of
 from app.api.deps import DomainsDep, JobsDep, SettingsDep
-from app.states import JobStatus
+from app.model import JobStatus
 from app.store.jobs import JobNotFound, StateConflict
 
 REFRESH_SECONDS = 5

@@ -10,21 +10,12 @@ from app import observability as events
 from app.api.auth import Caller, CallerDep
 from app.api.deps import JobsDep, SettingsDep
 from app.api.problems import responses
-from app.api.schemas import (
-    AttemptList,
-    AttemptOut,
-    BatchIn,
-    JobIn,
-    JobList,
-    JobOut,
-    JobPage,
-    Requeued,
-)
-from app.guard import BlockedDestination, Destinations
+from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Requeued
+from app.fetch.guard import BlockedDestination, Destinations
+from app.fetch.urls import job_domain
+from app.model import JobStatus, NewJob
 from app.settings import Settings
-from app.states import JobStatus
-from app.store.jobs import NewJob
-from app.urls import job_domain
+from app.wire import AttemptOut, JobOut
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=responses(401))
 

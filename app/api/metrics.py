@@ -16,7 +16,7 @@ from app.api.auth import AdminDep
 from app.api.deps import DatabaseDep, JobsDep
 from app.api.problems import responses
 from app.metrics import Metrics, QueueGauges, exposition
-from app.store.gauges import queue_state
+from app.store.reads import queue_state
 
 router = APIRouter(tags=["operations"])
 log = logging.getLogger("ingest.api")

@@ -8,7 +8,8 @@ from fastapi import APIRouter, HTTPException
 from app.api.auth import CallerDep
 from app.api.deps import DatabaseDep, JobsDep
 from app.api.problems import responses
-from app.api.schemas import Health, StatsOut, StatusCounts
+from app.api.schemas import Health
+from app.wire import StatsOut, StatusCounts
 
 router = APIRouter(tags=["operations"])
 log = logging.getLogger("ingest.api")

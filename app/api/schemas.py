@@ -6,9 +6,10 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.api.bodies import METADATA_MAX_BYTES, METADATA_MAX_DEPTH, bounded_metadata, text_only
-from app.states import AttemptOutcome, DeadReason, ErrorKind, JobStatus
-from app.store.tables import Attempt, Delivery, Job
-from app.urls import job_domain
+from app.fetch.urls import job_domain
+from app.model import ErrorKind
+from app.store.tables import Delivery
+from app.wire import AttemptOut, ErrorOut, JobOut
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
@@ -63,90 +64,6 @@ class BatchIn(BaseModel):
     jobs: list[JobIn] = Field(min_length=1, max_length=1000)
 
 
-class ErrorOut(BaseModel):
-    kind: ErrorKind
-    type: str
-    message: str | None
-    http_status: int | None
-    at: datetime
-
-
-class ResultOut(BaseModel):
-    http_status: int
-    final_url: str | None
-    content_type: str | None
-    bytes: int | None
-    sha256: str | None
-    title: str | None
-    text_length: int | None = Field(description="Characters of the extracted main text.")
-
-
-class JobOut(BaseModel):
-    id: str
-    url: str
-    domain: str
-    tenant: str
-    status: JobStatus
-    priority: int
-    attempts: int = Field(description="Attempts that spent budget.")
-    max_attempts: int
-    deferrals: int = Field(description="Rate-limited answers that did not spend budget.")
-    retry_after: datetime | None = Field(description="Set only while a pending job waits.")
-    last_error: ErrorOut | None
-    dead_reason: DeadReason | None
-    result: ResultOut | None
-    metadata: dict[str, Any] | None
-    callback_url: str | None
-    created_at: datetime
-    updated_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-
-    @classmethod
-    def of(cls, job: Job) -> "JobOut":
-        last_error = None
-        if job.last_error_kind is not None and job.last_error_at is not None:
-            last_error = ErrorOut(
-                kind=ErrorKind(job.last_error_kind),
-                type=job.last_error_type or "",
-                message=job.last_error_message,
-                http_status=job.last_error_http_status,
-                at=job.last_error_at,
-            )
-        result = None
-        if job.result_http_status is not None:
-            result = ResultOut(
-                http_status=job.result_http_status,
-                final_url=job.result_final_url,
-                content_type=job.result_content_type,
-                bytes=job.result_bytes,
-                sha256=job.result_sha256,
-                title=job.result_title,
-                text_length=job.result_text_length,
-            )
-        return cls(
-            id=job.id,
-            url=job.url,
-            domain=job.domain,
-            tenant=job.tenant,
-            status=JobStatus(job.status),
-            priority=job.priority,
-            attempts=job.attempts,
-            max_attempts=job.max_attempts,
-            deferrals=job.deferrals,
-            retry_after=job.retry_after if job.status == JobStatus.PENDING else None,
-            last_error=last_error,
-            dead_reason=DeadReason(job.dead_reason) if job.dead_reason else None,
-            result=result,
-            metadata=job.meta,
-            callback_url=job.callback_url,
-            created_at=job.created_at,
-            updated_at=job.updated_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
-        )
-
-
 class JobPage(BaseModel):
     items: list[JobOut]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
@@ -156,42 +73,12 @@ class JobList(BaseModel):
     items: list[JobOut]
 
 
-class AttemptOut(BaseModel):
-    number: int
-    worker_id: str
-    started_at: datetime
-    finished_at: datetime | None
-    outcome: AttemptOutcome | None = Field(description="null while the attempt runs.")
-    error_type: str | None
-    message: str | None
-    http_status: int | None
-    duration_ms: int | None
-    next_retry_at: datetime | None
-
-    @classmethod
-    def of(cls, attempt: Attempt) -> "AttemptOut":
-        return cls.model_validate(attempt, from_attributes=True)
-
-
 class AttemptList(BaseModel):
     items: list[AttemptOut]
 
 
 class Requeued(BaseModel):
     requeued: int
-
-
-class StatusCounts(BaseModel):
-    pending: int
-    running: int
-    succeeded: int
-    dead: int
-    cancelled: int
-
-
-class StatsOut(BaseModel):
-    counts: StatusCounts
-    oldest_pending_age_seconds: float | None
 
 
 class Health(BaseModel):

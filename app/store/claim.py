@@ -27,26 +27,12 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.model import JobStatus, Lease
 from app.scheduling import Candidate, DomainState, choose
 from app.settings import Settings
-from app.states import JobStatus
-from app.store.tables import Attempt, Domain, Job, Tenant
-
-jobs = Job.__table__
-attempts = Attempt.__table__
-domains = Domain.__table__
-tenants = Tenant.__table__
-
-
-def status_is(status: JobStatus) -> sa.ColumnElement[bool]:
-    """`status = '<literal>'`: a literal, not a bound parameter, so both databases match
-    the query to the partial indexes declared on that very predicate."""
-    return jobs.c.status == sa.literal_column(f"'{status}'")
-
-
-DUE_SINCE = sa.func.coalesce(jobs.c.retry_after, jobs.c.updated_at)
-"""When a pending job became claimable: its `retry_after`, else when it last became pending
-(every move into pending sets `updated_at`). For the queue-lag metric."""
+from app.store.database import Database
+from app.store.dialect import lock_rows, lock_skipping
+from app.store.tables import DUE_SINCE, attempts, domains, jobs, status_is, tenants
 
 
 def _domain_may_start(now: datetime, settings: Settings) -> sa.ColumnElement[bool]:
@@ -116,45 +102,61 @@ async def find_candidates(
     # away within this claim, without locking far more candidates than one claim takes.
     per_tenant = min(2 * limit, max(2, math.ceil(2 * limit / len(last_served))))
     firsts = [
-        sa.select(
-            jobs.c.id,
-            jobs.c.tenant,
-            jobs.c.domain,
-            jobs.c.priority,
-            jobs.c.created_at,
-            DUE_SINCE.label("due_since"),
-        )
-        .where(jobs.c.tenant == tenant, claimable_now(now, settings))
-        .order_by(jobs.c.priority.desc(), jobs.c.created_at)
-        .limit(per_tenant)
-        .with_for_update(skip_locked=True)
-        .subquery()
+        lock_skipping(
+            sa.select(
+                jobs.c.id,
+                jobs.c.tenant,
+                jobs.c.domain,
+                jobs.c.priority,
+                jobs.c.created_at,
+                DUE_SINCE.label("due_since"),
+            )
+            .where(jobs.c.tenant == tenant, claimable_now(now, settings))
+            .order_by(jobs.c.priority.desc(), jobs.c.created_at)
+            .limit(per_tenant)
+        ).subquery()
         for tenant in last_served
     ]
     union = sa.union_all(*(sa.select(first) for first in firsts))
     return last_served, [Candidate(*row) for row in await conn.execute(union)]
 
 
-async def claim_rows(
+async def claim(
+    database: Database,
+    worker_id: str,
+    limit: int,
+    now: datetime,
+    lease_seconds: float,
+    settings: Settings,
+) -> list[Lease]:
+    """Atomically take up to `limit` claimable jobs: running, attempt counted, leased to
+    `worker_id` under a fresh `lease_id`."""
+    # Look before taking the write lock: an idle worker polling with write transactions
+    # would starve the writers of other processes on SQLite.
+    async with database.read() as conn:
+        if not await anything_claimable(conn, now, settings):
+            return []
+    async with database.write() as conn:
+        return await claim_in(conn, worker_id, limit, now, lease_seconds, settings)
+
+
+async def claim_in(
     conn: AsyncConnection,
     worker_id: str,
     limit: int,
     now: datetime,
     lease_seconds: float,
     settings: Settings,
-) -> list[tuple[sa.Row, datetime]]:
-    """Run steps 1-5 in the caller's write transaction; returns the claimed jobs' rows (with
-    their `lease_id`), each with the time it became due (`DUE_SINCE`, read before the claim
-    overwrites it)."""
+) -> list[Lease]:
+    """Run steps 1-5 in the caller's write transaction."""
     last_served, candidates = await find_candidates(conn, limit, now, settings)
     if not candidates:
         return []
 
-    lock_domains = (
+    lock_domains = lock_rows(
         sa.select(domains)
         .where(domains.c.domain.in_(sorted({c.domain for c in candidates})))
         .order_by(domains.c.domain)
-        .with_for_update()
     )
     states = {
         row.domain: DomainState(row.in_flight, row.next_start_at, row.paused_until)
@@ -200,7 +202,23 @@ async def claim_rows(
             for r in rows
         ],
     )
-    return [(r, due_since[r.id]) for r in rows]
+    return [
+        Lease(
+            r.id,
+            r.url,
+            r.domain,
+            r.tenant,
+            r.attempts,
+            r.max_attempts,
+            r.deferrals,
+            worker_id,
+            r.lease_id,
+            now,
+            # When it became due, read before the claim overwrote it: for the queue-lag metric.
+            due_since[r.id],
+        )
+        for r in rows
+    ]
 
 
 async def _count_starts(

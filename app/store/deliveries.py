@@ -3,41 +3,25 @@
 A delivery is owed (`owe`) in the caller's transaction, the one that makes the job
 succeeded or dead, so a finished job and its callback are committed together. The claim
 follows the jobs' pattern: look first without the write lock, then one UPDATE ... RETURNING
-over a MATERIALIZED CTE of due rows locked `FOR UPDATE SKIP LOCKED` (PostgreSQL; SQLite's
-`BEGIN IMMEDIATE` from `Database.write()` already serialises claimers). Every write after
-the claim is guarded on the attempt number, so a sender whose lease lapsed changes nothing.
+over a materialized CTE of due rows, skipping rows another claim holds (`app.store.dialect`).
+Every write after the claim is guarded on the attempt number, so a sender whose lease
+lapsed changes nothing.
 The sender (`app.webhooks`) issues no SQL of its own.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.policy import Failure
+from app.model import ClaimedDelivery, DeliveryStatus, Failure
 from app.store.database import Database
-from app.store.tables import Delivery, Job, UTCDateTime
+from app.store.dialect import lock_skipping, materialized
+from app.store.tables import Delivery, UTCDateTime, deliveries, jobs
 
-deliveries = Delivery.__table__
-jobs = Job.__table__
-
-PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
-JOB_SUCCEEDED, JOB_DEAD = "job.succeeded", "job.dead"
-
-
-@dataclass(frozen=True)
-class Claimed:
-    """A delivery leased to one sender for one POST."""
-
-    id: int
-    job_id: str
-    event: str
-    url: str
-    attempt: int
-    max_attempts: int
+PENDING, DELIVERED, DEAD = (s.value for s in DeliveryStatus)
 
 
 async def owe(
@@ -75,7 +59,7 @@ class DeliveryStore:
     def __init__(self, database: Database) -> None:
         self.db = database
 
-    async def claim(self, limit: int, now: datetime, lease_seconds: float) -> list[Claimed]:
+    async def claim(self, limit: int, now: datetime, lease_seconds: float) -> list[ClaimedDelivery]:
         """Atomically lease up to `limit` due deliveries, counting the attempt.
 
         A delivery whose sender died on its last attempt is dead here instead."""
@@ -85,14 +69,13 @@ class DeliveryStore:
             ).first() is None:
                 return []
         exhausted = deliveries.c.attempts >= deliveries.c.max_attempts
-        due = (
-            sa.select(deliveries.c.id)
-            .where(_due(now), ~exhausted)
-            .order_by(sa.func.coalesce(deliveries.c.retry_after, deliveries.c.created_at))
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-            .cte("due")
-            .prefix_with("MATERIALIZED")
+        due = materialized(
+            lock_skipping(
+                sa.select(deliveries.c.id)
+                .where(_due(now), ~exhausted)
+                .order_by(sa.func.coalesce(deliveries.c.retry_after, deliveries.c.created_at))
+                .limit(limit)
+            ).cte("due")
         )
         claim = (
             sa.update(deliveries)
@@ -119,15 +102,15 @@ class DeliveryStore:
         async with self.db.write() as conn:
             await conn.execute(lost)
             rows = (await conn.execute(claim)).all()
-        return [Claimed(*row) for row in rows]
+        return [ClaimedDelivery(*row) for row in rows]
 
-    async def delivered(self, claimed: Claimed, now: datetime) -> bool:
+    async def delivered(self, claimed: ClaimedDelivery, now: datetime) -> bool:
         """The POST was answered 2xx. False if the lease was lost (nothing changed)."""
         values = {"status": DELIVERED, "delivered_at": now, "retry_after": None}
         return await self._finish(claimed, now, values)
 
     async def failed(
-        self, claimed: Claimed, failure: Failure, now: datetime, retry_at: datetime | None
+        self, claimed: ClaimedDelivery, failure: Failure, now: datetime, retry_at: datetime | None
     ) -> bool:
         """The POST failed: pending again until `retry_at`, or dead when that is None."""
         values: dict[str, Any] = {
@@ -141,7 +124,9 @@ class DeliveryStore:
         }
         return await self._finish(claimed, now, values)
 
-    async def _finish(self, claimed: Claimed, now: datetime, values: dict[str, Any]) -> bool:
+    async def _finish(
+        self, claimed: ClaimedDelivery, now: datetime, values: dict[str, Any]
+    ) -> bool:
         stmt = (
             sa.update(deliveries)
             .where(

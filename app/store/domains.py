@@ -4,15 +4,14 @@ Read and cleared by hand here; pausing a domain is the worker's business, not th
 """
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import sqlalchemy as sa
 
 from app.clock import Clock
-from app.states import JobStatus
-from app.store.claim import domains, jobs, status_is
+from app.model import JobStatus
 from app.store.database import Database
-from app.store.tables import Domain
+from app.store.tables import Domain, UTCDateTime, domains, jobs, status_is
 from app.strings import storable
 
 
@@ -67,7 +66,7 @@ class DomainStore:
             sa.select(
                 jobs.c.domain,
                 sa.func.count().label("pending"),
-                sa.func.min(jobs.c.created_at).label("oldest"),
+                sa.type_coerce(sa.func.min(jobs.c.created_at), UTCDateTime).label("oldest"),
             )
             .where(status_is(JobStatus.PENDING))
             .group_by(jobs.c.domain)
@@ -105,15 +104,8 @@ class DomainStore:
                 in_flight=row.in_flight,
                 pending=row.pending or 0,
                 oldest_pending_age_seconds=(
-                    None if row.oldest is None else (now - _utc(row.oldest)).total_seconds()
+                    None if row.oldest is None else (now - row.oldest).total_seconds()
                 ),
             )
             for row in rows
         ]
-
-
-def _utc(moment: datetime) -> datetime:
-    # min() over a subquery column comes back untyped on SQLite: a naive UTC value or text.
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

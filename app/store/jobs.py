@@ -5,6 +5,7 @@ Used by the HTTP API and the CLI alike, so both see and change jobs the same way
 
 import base64
 import binascii
+import builtins
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,14 +15,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from app.states import JobStatus
+from app.model import FINISHED, JobStatus, NewJob
 from app.store.database import Database
-from app.store.queue import attempts, jobs, status_is
-from app.store.tables import Attempt, Domain, Job, Tenant, is_job_id
+from app.store.tables import Attempt, Job, attempts, domains, is_job_id, jobs, status_is, tenants
 from app.strings import shown, storable
-
-TERMINAL = (JobStatus.SUCCEEDED.value, JobStatus.DEAD.value, JobStatus.CANCELLED.value)
-"""Statuses a job never leaves by itself: the ones an operator may delete."""
 
 
 class JobNotFound(LookupError):
@@ -45,20 +42,6 @@ class BadCursor(ValueError):
 
 
 @dataclass(frozen=True)
-class NewJob:
-    url: str
-    domain: str
-    tenant: str
-    max_attempts: int
-    priority: int = 0
-    not_before: datetime | None = None
-    metadata: dict[str, Any] | None = None
-    callback_url: str | None = None
-    idempotency_key: str | None = None
-    fingerprint: str | None = None
-
-
-@dataclass(frozen=True)
 class Page:
     items: list[Job]
     next_cursor: str | None
@@ -70,7 +53,7 @@ class Stats:
     oldest_pending_age_seconds: float | None = None
 
 
-def _job(columns: Mapping[str, Any]) -> Job:
+def _job(columns: Mapping[Any, Any]) -> Job:
     values = dict(columns)
     # Rows stored before the API refused them may hold lone surrogates (or NaN, on SQLite)
     # in their metadata: shown with U+FFFD (null) so no list or read of them can fail.
@@ -87,9 +70,9 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         created, job_id = raw.split("|", 1)
-        created_at = datetime.fromisoformat(created)
+        parsed = datetime.fromisoformat(created)
         # An offset can carry the time past year 9999 (or before year 1) in UTC.
-        created_at = created_at.astimezone(UTC) if created_at.tzinfo else None
+        created_at = parsed.astimezone(UTC) if parsed.tzinfo else None
     except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise BadCursor("cursor is not one this service returned") from exc
     if created_at is None or not is_job_id(job_id):
@@ -117,14 +100,14 @@ class JobStore:
             await conn.execute(sa.insert(jobs), rows)
             insert_missing = self.db.backend.insert_missing
             await conn.execute(
-                insert_missing(Domain.__table__),
+                insert_missing(domains),
                 [
                     {"domain": d, "consecutive_failures": 0, "in_flight": 0}
                     for d in sorted({r["domain"] for r in rows})
                 ],
             )
             await conn.execute(
-                insert_missing(Tenant.__table__),
+                insert_missing(tenants),
                 [{"tenant": t} for t in sorted({r["tenant"] for r in rows})],
             )
             await self.db.backend.notify(conn)
@@ -224,7 +207,7 @@ class JobStore:
         items = items[:limit]
         return Page(items, encode_cursor(items[-1]) if more else None)
 
-    async def waiting(self, domain: str | None = None, limit: int = 50) -> "list[Job]":
+    async def waiting(self, domain: str | None = None, limit: int = 50) -> builtins.list[Job]:
         """Pending jobs held back by a `retry_after`, the soonest due first."""
         if not _storable(domain):
             return []
@@ -303,7 +286,9 @@ class JobStore:
         """
         if not is_job_id(job_id):
             raise JobNotFound(job_id)
-        stmt = sa.delete(jobs).where(jobs.c.id == job_id, jobs.c.status.in_(TERMINAL))
+        stmt = sa.delete(jobs).where(
+            jobs.c.id == job_id, jobs.c.status.in_([s.value for s in FINISHED])
+        )
         if tenant is not None:
             stmt = stmt.where(jobs.c.tenant == tenant)
         async with self.db.write() as conn:

@@ -9,11 +9,9 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from app.states import JobStatus
+from app.model import JobStatus
 from app.store.database import Database
-from app.store.tables import Job
-
-jobs = Job.__table__
+from app.store.tables import jobs
 
 PRUNE_BATCH = 500
 """Jobs deleted per transaction, so pruning never holds SQLite's write lock for long."""

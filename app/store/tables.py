@@ -1,4 +1,5 @@
-"""The two tables, `jobs` and `attempts`, and the indexes the hot queries rely on.
+"""The tables, their indexes, and the handles the store's SQL uses (`jobs`, `attempts`, ...):
+declared here once, imported from here by every store module.
 
 Timestamps are stored as naive UTC in both databases (`UTCDateTime`) and come back aware,
 so SQLite's text timestamps and PostgreSQL's compare the same way.
@@ -11,7 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import JSON, Column, Field, SQLModel
 
-from app.states import JobStatus
+from app.model import JobStatus
+from app.store.dialect import partial_index
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -88,26 +90,23 @@ class Job(SQLModel, table=True):
     __table_args__ = (
         sa.UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
         # Earliest retry_after, so an idle worker knows how long it may wait.
-        sa.Index(
+        partial_index(
             "ix_jobs_pending_retry_after",
             "retry_after",
-            postgresql_where=sa.text(f"status = '{JobStatus.PENDING}' AND retry_after IS NOT NULL"),
-            sqlite_where=sa.text(f"status = '{JobStatus.PENDING}' AND retry_after IS NOT NULL"),
+            where=f"status = '{JobStatus.PENDING}' AND retry_after IS NOT NULL",
         ),
         # Expired leases are found without touching pending or terminal rows.
-        sa.Index(
+        partial_index(
             "ix_jobs_running_lease",
             "lease_expires_at",
-            postgresql_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
-            sqlite_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
+            where=f"status = '{JobStatus.RUNNING}'",
         ),
         # GET /jobs?status=dead, what dashboards poll, newest first (read backwards).
-        sa.Index(
+        partial_index(
             "ix_jobs_dead_created",
             "created_at",
             "id",
-            postgresql_where=sa.text(f"status = '{JobStatus.DEAD}'"),
-            sqlite_where=sa.text(f"status = '{JobStatus.DEAD}'"),
+            where=f"status = '{JobStatus.DEAD}'",
         ),
         # Other listings, newest first. There is deliberately no (status, ...) index: without
         # fresh statistics SQLite prefers it to ix_jobs_claim for the claim and then sorts
@@ -115,17 +114,6 @@ class Job(SQLModel, table=True):
         sa.Index("ix_jobs_created", "created_at", "id"),
         sa.Index("ix_jobs_domain_created", "domain", "created_at", "id"),
     )
-
-
-# The claim scans only pending rows in claim order, however many terminal rows pile up.
-# (Declared here, not in __table_args__, because the column must exist to sort it DESC.)
-sa.Index(
-    "ix_jobs_claim",
-    Job.__table__.c.priority.desc(),
-    Job.__table__.c.created_at,
-    postgresql_where=sa.text(f"status = '{JobStatus.PENDING}'"),
-    sqlite_where=sa.text(f"status = '{JobStatus.PENDING}'"),
-)
 
 
 # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY (it is 64-bit there).
@@ -192,27 +180,9 @@ class Tenant(SQLModel, table=True):
     last_served_at: datetime | None = _ts()
 
 
-# Running jobs per domain, for the per-domain in-flight limit.
-sa.Index(
-    "ix_jobs_running_domain",
-    Job.__table__.c.domain,
-    postgresql_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
-    sqlite_where=sa.text(f"status = '{JobStatus.RUNNING}'"),
-)
-# A tenant's due jobs in claim order, for fair share.
-sa.Index(
-    "ix_jobs_tenant_claim",
-    Job.__table__.c.tenant,
-    Job.__table__.c.priority.desc(),
-    Job.__table__.c.created_at,
-    postgresql_where=sa.text(f"status = '{JobStatus.PENDING}'"),
-    sqlite_where=sa.text(f"status = '{JobStatus.PENDING}'"),
-)
-
-
 class JobContent(SQLModel, table=True):
     """A succeeded job's body and extracted text, written in the same transaction as its
-    success (`app.store.contents`). Kept in the database, not in files, because several
+    success (`app.store.record`). Kept in the database, not in files, because several
     hosts share one PostgreSQL and none of them shares a disk."""
 
     __tablename__ = "job_contents"
@@ -226,13 +196,9 @@ class JobContent(SQLModel, table=True):
     """The body exactly as decoded (Content-Encoding undone), at most INGEST_MAX_BODY_BYTES."""
     content_type: str | None = Field(default=None, max_length=255)
     text: str = Field(sa_column=Column(sa.Text(), nullable=False))
-    """The extracted main text (app.content.extract)."""
+    """The extracted main text (app.fetch.extract)."""
     text_length: int
     stored_at: datetime = _ts(nullable=False)
-
-    # Content retention's index before retention deleted whole jobs (app.store.retention);
-    # unused since, kept because dropping it takes a migration.
-    __table_args__ = (sa.Index("ix_job_contents_stored_at", "stored_at"),)
 
 
 class Delivery(SQLModel, table=True):
@@ -272,10 +238,54 @@ class Delivery(SQLModel, table=True):
     __table_args__ = (
         sa.Index("ix_deliveries_job", "job_id", "id"),
         # The sender's claim reads only pending rows, however many delivered ones pile up.
-        sa.Index(
+        partial_index(
             "ix_deliveries_pending",
             "retry_after",
-            postgresql_where=sa.text("status = 'pending'"),
-            sqlite_where=sa.text("status = 'pending'"),
+            where="status = 'pending'",
         ),
     )
+
+
+# The handles every store module writes its SQL with.
+jobs: sa.Table = Job.__table__  # type: ignore[attr-defined]
+attempts: sa.Table = Attempt.__table__  # type: ignore[attr-defined]
+domains: sa.Table = Domain.__table__  # type: ignore[attr-defined]
+tenants: sa.Table = Tenant.__table__  # type: ignore[attr-defined]
+contents: sa.Table = JobContent.__table__  # type: ignore[attr-defined]
+deliveries: sa.Table = Delivery.__table__  # type: ignore[attr-defined]
+
+
+# The claim scans only pending rows in claim order, however many terminal rows pile up.
+# (Declared here, not in __table_args__, because the column must exist to sort it DESC.)
+partial_index(
+    "ix_jobs_claim",
+    jobs.c.priority.desc(),
+    jobs.c.created_at,
+    where=f"status = '{JobStatus.PENDING}'",
+)
+
+# Running jobs per domain, for the per-domain in-flight limit.
+partial_index(
+    "ix_jobs_running_domain",
+    jobs.c.domain,
+    where=f"status = '{JobStatus.RUNNING}'",
+)
+# A tenant's due jobs in claim order, for fair share.
+partial_index(
+    "ix_jobs_tenant_claim",
+    jobs.c.tenant,
+    jobs.c.priority.desc(),
+    jobs.c.created_at,
+    where=f"status = '{JobStatus.PENDING}'",
+)
+
+
+def status_is(status: JobStatus) -> sa.ColumnElement[bool]:
+    """`status = '<literal>'`: a literal, not a bound parameter, so both databases match
+    the query to the partial indexes declared on that very predicate."""
+    return jobs.c.status == sa.literal_column(f"'{status}'")
+
+
+DUE_SINCE = sa.func.coalesce(jobs.c.retry_after, jobs.c.updated_at)
+"""When a pending job became claimable: its `retry_after`, else when it last became pending
+(every move into pending sets `updated_at`). For the queue-lag metric."""

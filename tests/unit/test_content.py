@@ -1,17 +1,16 @@
-"""app.content: media types, charset choice, title and main text, JSON checks."""
+"""app.fetch.extract: media types, charset choice, title and main text, JSON checks."""
 
 import codecs
 
 import pytest
 
-from app.content import (
+from app.fetch.extract import (
     PARSE_MAX_CHARS,
     TITLE_MAX_CHARS,
     UnparseableContent,
     charset_of,
     codec,
     extract,
-    extract_title,
     header_charset,
     is_allowed_type,
     media_type,
@@ -191,7 +190,7 @@ def test_valid_utf8_is_utf8() -> None:
 )
 def test_title_of_html(document: str, title: str) -> None:
     """The first title's text, entities decoded and whitespace collapsed to single spaces."""
-    assert title == extract_title(document)
+    assert title == extract(document.encode(), "text/html").title
 
 
 @pytest.mark.parametrize(
@@ -206,12 +205,13 @@ def test_title_of_html(document: str, title: str) -> None:
 )
 def test_no_title_is_none(document: str) -> None:
     """A document without a title, or with a blank one, has no title."""
-    assert None is extract_title(document)
+    assert None is extract(document.encode(), "text/html").title
 
 
 def test_long_title_is_truncated() -> None:
     """A title is cut to its first TITLE_MAX_CHARS characters."""
-    assert "a" * TITLE_MAX_CHARS == extract_title("<title>" + "a" * 5000 + "</title>")
+    document = "<title>" + "a" * 5000 + "</title>"
+    assert "a" * TITLE_MAX_CHARS == extract(document.encode(), "text/html").title
 
 
 @pytest.mark.parametrize(
@@ -269,9 +269,9 @@ def test_undecodable_bytes_are_replaced() -> None:
     assert "caf\ufffd" == extract(b"caf\xe9", "text/plain; charset=utf-8").text
 
 
-def test_nul_is_dropped() -> None:
-    """NUL characters are removed (PostgreSQL text cannot hold them)."""
-    assert "ab" == extract(b"a\x00b", "text/plain").text
+def test_nul_is_kept() -> None:
+    """NUL characters are kept: the store drops them (app.store.dialect.storable_text)."""
+    assert "a\x00b" == extract(b"a\x00b", "text/plain").text
 
 
 def test_plain_text_is_its_own_text() -> None:

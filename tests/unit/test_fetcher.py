@@ -1,8 +1,9 @@
-"""app.fetcher.Fetcher against mocked transports: results, classified failures, limits."""
+"""app.fetch.fetcher.Fetcher against mocked transports: results, classified failures, limits."""
 
 import asyncio
 import gzip
 import hashlib
+import inspect
 import socket
 import time
 import tracemalloc
@@ -15,10 +16,9 @@ import httpx
 import pytest
 import respx
 
-from app.fetcher import Fetcher, FetchResult
-from app.policy import Failure
+from app.fetch.fetcher import Fetcher
+from app.model import ErrorKind, Failure, Fetched
 from app.settings import Settings
-from app.states import ErrorKind
 
 Handler = Callable[[httpx.Request], Any]
 PAGE = b"<html><head><title>Hello  world</title></head><body>hi</body></html>"
@@ -34,9 +34,34 @@ def make_settings(**overrides: Any) -> Settings:
     return Settings(_env_file=None, **values)
 
 
-async def fetch(handler: Handler, url: str, **overrides: Any) -> FetchResult | Failure:
+class _Raw(httpx.AsyncByteStream):
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.raw
+
+
+def as_served(handler: Handler) -> Handler:
+    """`handler`, its answers streamed as a server's are: httpx reads a Response built from
+    bytes at once (decoded), so such an answer is sent again as its raw bytes, unread."""
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        response = handler(request)
+        if inspect.isawaitable(response):
+            response = await response
+        if not response.is_stream_consumed:
+            return response
+        raw = b"".join(response.stream)  # type: ignore[arg-type]
+        return httpx.Response(response.status_code, headers=response.headers, stream=_Raw(raw))
+
+    return handle
+
+
+async def fetch(handler: Handler, url: str, **overrides: Any) -> Fetched | Failure:
     """Fetch `url` through a MockTransport that answers with `handler`."""
-    fetcher = Fetcher(make_settings(**overrides), transport=httpx.MockTransport(handler))
+    transport = httpx.MockTransport(as_served(handler))
+    fetcher = Fetcher(make_settings(**overrides), transport=transport)
     try:
         return await fetcher.fetch(url)
     finally:
@@ -73,7 +98,7 @@ async def test_success_result_fields_after_a_redirect() -> None:
 
     result = await fetch(handler, "https://example.test/start")
 
-    expected = FetchResult(
+    expected = Fetched(
         http_status=200,
         final_url="https://example.test/final?x=1",
         content_type="text/html; charset=utf-8",
@@ -96,7 +121,7 @@ async def test_success_without_html_has_no_title() -> None:
 
     result = await fetch(handler, "http://example.test/api")
 
-    expected = FetchResult(
+    expected = Fetched(
         200,
         "http://example.test/api",
         "application/json",
@@ -114,7 +139,7 @@ async def test_empty_204() -> None:
     """A 204 succeeds with zero bytes, the digest of nothing and no content type."""
     result = await fetch(lambda request: httpx.Response(204), "http://example.test/")
 
-    expected = FetchResult(204, "http://example.test/", None, 0, hashlib.sha256().hexdigest(), None)
+    expected = Fetched(204, "http://example.test/", None, 0, hashlib.sha256().hexdigest(), None)
     assert expected == result
 
 
@@ -161,7 +186,7 @@ async def test_unusable_charset_still_succeeds() -> None:
     """A 200 whose charset Python cannot decode with is still a success, not a dead job."""
     result = await fetch(lambda request: html(charset="idna"), "http://example.test/")
 
-    assert (FetchResult, "Hello world") == (type(result), result.title)
+    assert (Fetched, "Hello world") == (type(result), result.title)
 
 
 async def test_user_agent_header_is_sent() -> None:
@@ -223,7 +248,7 @@ async def test_error_status_body_is_not_read() -> None:
 
 @pytest.mark.parametrize(
     ("size", "expected_type"),
-    [(99, FetchResult), (100, FetchResult), (101, Failure)],
+    [(99, Fetched), (100, Fetched), (101, Failure)],
 )
 async def test_body_size_limit(size: int, expected_type: type) -> None:
     """A body of exactly max_body_bytes is fine; one byte more is a failure."""
@@ -575,7 +600,7 @@ async def test_allowed_content_types_come_from_settings() -> None:
         allowed_content_types="image/*",
     )
 
-    assert (FetchResult, b"\x89PNG") == (type(result), result.body)
+    assert (Fetched, b"\x89PNG") == (type(result), result.body)
 
 
 async def test_invalid_json_is_unparseable() -> None:

@@ -1,4 +1,4 @@
-"""app.guard: the address classifier, the operator's policy, and the connect-time check."""
+"""app.fetch.guard: the address classifier, the operator's policy, and the connect-time check."""
 
 import socket
 from ipaddress import ip_address
@@ -7,7 +7,7 @@ import httpcore
 import httpx
 import pytest
 
-from app.guard import (
+from app.fetch.guard import (
     BlockedDestination,
     Destinations,
     GuardedBackend,

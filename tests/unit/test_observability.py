@@ -2,18 +2,27 @@
 
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import observability as events
-from app.fetcher import FetchResult
 from app.metrics import Metrics, exposition
-from app.policy import Failure, MarkDead, Reschedule
-from app.scheduling import DomainPause
-from app.states import DeadReason, ErrorKind
-from app.store.queue import Lease, Reclaimed
+from app.model import (
+    DeadReason,
+    Deferral,
+    DomainPause,
+    ErrorKind,
+    Failure,
+    Fetched,
+    Lease,
+    MarkDead,
+    Reschedule,
+)
+from app.policy import expired, handed_back
+from tests.outcomes import failed, succeeded
 
 NOW = datetime(2026, 11, 30, 3, 12, 4, 411000, tzinfo=UTC)
 LEASE = Lease(
@@ -29,7 +38,7 @@ LEASE = Lease(
     claimed_at=NOW,
     due_at=NOW - timedelta(seconds=3),
 )
-RESULT = FetchResult(200, "https://example.com/a", "text/html", 1256, "0" * 64, "A page")
+RESULT = Fetched(200, "https://example.com/a", "text/html", 1256, "0" * 64, "A page")
 HTTP_503 = Failure(ErrorKind.TRANSIENT, "HTTPStatus", "HTTP 503", 503)
 
 
@@ -54,7 +63,7 @@ def counted(metrics: Metrics) -> dict[tuple[str, tuple], float]:
 
 def test_success_event(caplog):
     """A success: its sentence, and a JSON event with every job field."""
-    events.job_succeeded(LEASE, RESULT, 52)
+    events.recorded(succeeded(LEASE, RESULT, 52))
     [record] = caplog.records
     assert "job job-1 attempt 2/4 succeeded: HTTP 200, 1256 bytes" == record.getMessage()
     assert {
@@ -81,8 +90,8 @@ def test_success_event(caplog):
 
 def test_rescheduled_failure_event(caplog):
     """A transient failure that will be retried: pending, next_retry_at, no dead_reason."""
-    decision = Reschedule(NOW + timedelta(seconds=60), 60.0)
-    events.job_failed(LEASE, HTTP_503, decision, 7)
+    decision = Reschedule(NOW + timedelta(seconds=60), 60.0, HTTP_503)
+    events.recorded(failed(LEASE, decision, 7))
     [record] = caplog.records
     line = as_json(record)
     assert (
@@ -107,7 +116,7 @@ def test_rescheduled_failure_event(caplog):
 def test_dead_failure_event(caplog):
     """A failure that kills the job: dead, its reason, no next_retry_at."""
     gone = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
-    events.job_failed(LEASE, gone, MarkDead(DeadReason.FATAL), 3)
+    events.recorded(failed(LEASE, MarkDead(DeadReason.FATAL, gone), 3))
     [record] = caplog.records
     line = as_json(record)
     assert "job job-1 attempt 2/4 failed: HTTP 404 (fatal); dead (fatal)" == line["message"]
@@ -118,8 +127,10 @@ def test_dead_failure_event(caplog):
 def test_rate_limited_event_counts_the_deferral(caplog):
     """A rate-limited answer that defers the job reports the deferral it used."""
     limited = Failure(ErrorKind.RATE_LIMITED, "HTTPStatus", "HTTP 429", 429)
-    decision = Reschedule(NOW + timedelta(seconds=120), 120.0)
-    events.job_failed(LEASE, limited, decision, 4, deferral="1/20")
+    decision = Reschedule(
+        NOW + timedelta(seconds=120), 120.0, limited, spends_attempt=False, deferral=Deferral(1, 20)
+    )
+    events.recorded(failed(LEASE, decision, 4))
     [record] = caplog.records
     line = as_json(record)
     assert line["message"].endswith("(in 120s), attempt not spent (deferral 1/20)")
@@ -136,7 +147,7 @@ def test_unexpected_failure_carries_its_traceback(caplog):
         raise KeyError("boom")
     except KeyError as exc:
         odd = Failure(ErrorKind.FATAL, "KeyError", "'boom'", unexpected=exc)
-    events.job_failed(LEASE, odd, MarkDead(DeadReason.FATAL), 1)
+    events.recorded(failed(LEASE, MarkDead(DeadReason.FATAL, odd), 1))
     [record] = caplog.records
     line = as_json(record)
     assert ("ERROR", "KeyError") == (line["level"], line["error_type"])
@@ -145,9 +156,10 @@ def test_unexpected_failure_carries_its_traceback(caplog):
 
 def test_reclaimed_released_and_lost_events(caplog):
     """Interruptions: taken back (pending or dead), handed back, finished too late."""
-    events.job_reclaimed(Reclaimed("job-2", 4, 4, True, "shop", "example.com"))
-    events.job_released(LEASE)
-    events.job_lease_lost(LEASE, RESULT, 90)
+    last = replace(LEASE, id="job-2", attempt=4)
+    events.recorded(expired(last, NOW))
+    events.recorded(handed_back(LEASE, NOW))
+    events.lease_lost(succeeded(LEASE, RESULT, 90))
     reclaimed, released, lost = (as_json(r) for r in caplog.records)
     assert (
         "job job-2 attempt 4/4 interrupted: lease expired; dead (lease_expired)"
@@ -200,13 +212,13 @@ def test_plain_records_have_no_event_fields():
 def test_transitions_count_into_the_metrics_in_force():
     """Counts go to the metrics of the context, and nowhere outside one."""
     metrics = Metrics()
-    events.job_succeeded(LEASE, RESULT, 10)  # outside: counted nowhere
+    events.recorded(succeeded(LEASE, RESULT, 10))  # outside: counted nowhere
     with events.recording(metrics):
         events.jobs_submitted(3)
         events.job_started(LEASE)
-        events.job_succeeded(LEASE, RESULT, 250)
-        events.job_failed(LEASE, HTTP_503, MarkDead(DeadReason.RETRIES_EXHAUSTED), 20)
-        events.job_reclaimed(Reclaimed("job-2", 1, 4, False, "shop", "example.com"))
+        events.recorded(succeeded(LEASE, RESULT, 250))
+        events.recorded(failed(LEASE, MarkDead(DeadReason.RETRIES_EXHAUSTED, HTTP_503), 20))
+        events.recorded(expired(replace(LEASE, id="job-2", attempt=1), NOW))
         events.domain_paused("example.com", DomainPause(NOW, "HTTP 429"))
     events.jobs_submitted(5)  # outside again
     got = counted(metrics)
@@ -238,7 +250,7 @@ def test_configure_logging_json_writes_one_object_per_line(capsys):
     saved = root.handlers[:], root.level
     try:
         events.configure_logging("INFO", "json")
-        events.job_succeeded(LEASE, RESULT, 5)
+        events.recorded(succeeded(LEASE, RESULT, 5))
         logging.getLogger("ingest.api").warning("plain")
     finally:
         root.handlers[:], _ = saved

@@ -8,18 +8,10 @@ import httpcore
 import httpx
 import pytest
 
-from app.fetcher import FetchTimeout
-from app.policy import (
-    Failure,
-    MarkDead,
-    Reschedule,
-    backoff_delay,
-    classify_exception,
-    classify_status,
-    decide,
-)
+from app.fetch.fetcher import FetchTimeout
+from app.model import DeadReason, ErrorKind, Failure, MarkDead, Reschedule
+from app.policy import backoff_delay, classify_exception, classify_status, decide
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
-from app.states import DeadReason, ErrorKind
 
 TRANSIENT = ErrorKind.TRANSIENT
 RATE_LIMITED = ErrorKind.RATE_LIMITED
@@ -410,7 +402,8 @@ TRANSIENT_FAILURE = Failure(TRANSIENT, "ReadTimeout", "timed out")
 @pytest.mark.parametrize("attempt", [1, 2, 4, 5])
 def test_fatal_is_dead_even_with_budget_left(attempt: int) -> None:
     """A fatal failure kills the job at any attempt, budget or not."""
-    assert MarkDead(DeadReason.FATAL) == decide(FATAL_FAILURE, attempt, 4, 0, NOW, settings())
+    expected = MarkDead(DeadReason.FATAL, FATAL_FAILURE)
+    assert expected == decide(FATAL_FAILURE, attempt, 4, 0, NOW, settings())
 
 
 @pytest.mark.parametrize("failure", [TRANSIENT_FAILURE])
@@ -419,7 +412,7 @@ def test_retryable_with_budget_left_is_rescheduled(
     failure: Failure, attempt: int, delay: float
 ) -> None:
     """A transient or rate-limited failure before the last attempt is retried after the delay."""
-    expected = Reschedule(retry_at=NOW + timedelta(seconds=delay), delay_seconds=delay)
+    expected = Reschedule(NOW + timedelta(seconds=delay), delay, failure)
 
     assert expected == decide(failure, attempt, 4, 0, NOW, settings())
 
@@ -428,19 +421,20 @@ def test_retryable_with_budget_left_is_rescheduled(
 @pytest.mark.parametrize("attempt", [4, 5, 100])
 def test_retryable_on_the_last_attempt_is_exhausted(failure: Failure, attempt: int) -> None:
     """At (or past) max_attempts a retryable failure makes the job dead: budget spent."""
-    assert MarkDead(DeadReason.RETRIES_EXHAUSTED) == decide(failure, attempt, 4, 0, NOW, settings())
+    expected = MarkDead(DeadReason.RETRIES_EXHAUSTED, failure)
+    assert expected == decide(failure, attempt, 4, 0, NOW, settings())
 
 
 def test_single_attempt_budget_never_retries() -> None:
     """With max_attempts 1 the first transient failure is final."""
-    expected = MarkDead(DeadReason.RETRIES_EXHAUSTED)
+    expected = MarkDead(DeadReason.RETRIES_EXHAUSTED, TRANSIENT_FAILURE)
 
     assert expected == decide(TRANSIENT_FAILURE, 1, 1, 0, NOW, settings())
 
 
 def test_max_attempts_comes_from_the_argument_not_settings() -> None:
     """The job's own budget counts, not Settings.max_attempts."""
-    expected = MarkDead(DeadReason.RETRIES_EXHAUSTED)
+    expected = MarkDead(DeadReason.RETRIES_EXHAUSTED, TRANSIENT_FAILURE)
 
     assert expected == decide(TRANSIENT_FAILURE, 2, 2, 0, NOW, settings(max_attempts=10))
 
@@ -452,7 +446,7 @@ def test_decide_passes_rand_to_the_jitter(rand_value: float, delay: float) -> No
         TRANSIENT_FAILURE, 1, 4, 0, NOW, settings(backoff_jitter=0.2), rand=lambda: rand_value
     )
 
-    assert Reschedule(NOW + timedelta(seconds=delay), delay) == decision
+    assert Reschedule(NOW + timedelta(seconds=delay), delay, TRANSIENT_FAILURE) == decision
 
 
 def test_decide_with_sub_second_settings() -> None:
@@ -467,4 +461,4 @@ def test_decide_with_sub_second_settings() -> None:
         rand=mid,
     )
 
-    assert Reschedule(NOW + timedelta(seconds=0.5), 0.5) == decision
+    assert Reschedule(NOW + timedelta(seconds=0.5), 0.5, TRANSIENT_FAILURE) == decision

@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.policy import Failure, MarkDead, Reschedule, classify_status, decide, parse_retry_after
+from app.model import DeadReason, Deferral, ErrorKind, Failure, MarkDead, Reschedule
+from app.policy import classify_status, decide, parse_retry_after
 from app.settings import Settings
-from app.states import DeadReason, ErrorKind
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 CODES = frozenset({408, *range(500, 600)})
@@ -71,13 +71,17 @@ def limited(retry_after: str | None = None) -> Failure:
 def test_deferral_waits_what_the_server_asks_and_spends_nothing():
     """Retry-After longer than the backoff wins, and the attempt is given back."""
     decision = decide(limited("120"), 1, 4, 0, NOW, settings())
-    assert Reschedule(NOW + timedelta(seconds=120), 120.0) == decision
+    expected = Reschedule(
+        NOW + timedelta(seconds=120), 120.0, limited("120"), False, Deferral(1, 20)
+    )
+    assert expected == decision
 
 
 def test_deferral_waits_at_least_the_backoff():
     """A Retry-After shorter than the backoff for this deferral waits the backoff."""
     decision = decide(limited("1"), 1, 4, 2, NOW, settings())
-    assert Reschedule(NOW + timedelta(seconds=120), 120.0) == decision
+    expected = Reschedule(NOW + timedelta(seconds=120), 120.0, limited("1"), False, Deferral(3, 20))
+    assert expected == decision
 
 
 def test_deferral_ignores_the_attempt_budget():
@@ -91,12 +95,12 @@ def test_deferral_ignores_the_attempt_budget():
 def test_max_deferrals_bounds_the_deferrals(deferrals, dead):
     """The answer that would make deferrals exceed the maximum kills the job."""
     decision = decide(limited(), 1, 4, deferrals, NOW, settings(max_deferrals=20))
-    assert dead == (decision == MarkDead(DeadReason.RATE_LIMITED))
+    assert dead == (decision == MarkDead(DeadReason.RATE_LIMITED, limited(), False))
 
 
 def test_zero_deferrals_allowed_means_the_first_429_is_fatal():
     """With INGEST_MAX_DEFERRALS=0 a server is asked once."""
-    assert MarkDead(DeadReason.RATE_LIMITED) == decide(
+    assert MarkDead(DeadReason.RATE_LIMITED, limited("1"), False) == decide(
         limited("1"), 1, 4, 0, NOW, settings(max_deferrals=0)
     )
 

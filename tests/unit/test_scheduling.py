@@ -4,10 +4,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.policy import Failure
-from app.scheduling import Candidate, DomainPause, DomainState, choose, domain_pause
+from app.model import DomainPause, ErrorKind, Failure
+from app.policy import domain_pause
+from app.scheduling import Candidate, DomainState, choose
 from app.settings import Settings
-from app.states import ErrorKind
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

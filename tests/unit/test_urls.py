@@ -1,8 +1,8 @@
-"""app.urls.job_domain: which submitted URLs are accepted, and the domain they map to."""
+"""app.fetch.urls.job_domain: which submitted URLs are accepted, and the domain they map to."""
 
 import pytest
 
-from app.urls import MAX_HOST_LENGTH, MAX_URL_LENGTH, job_domain
+from app.fetch.urls import MAX_HOST_LENGTH, MAX_URL_LENGTH, job_domain
 
 
 @pytest.mark.parametrize(

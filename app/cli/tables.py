@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from app.states import JobStatus
+from app.model import JobStatus
 from app.store.tables import Attempt, Job
 
 

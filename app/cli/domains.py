@@ -1,14 +1,16 @@
 """`ingest domains`: the per-domain state every worker shares, and resuming a paused domain."""
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli_jobs import fail, run_on_store
-from app.cli_tables import new_console, plain_table, when
-from app.clock import utc_now
-from app.store.domains import DomainOverview, DomainStore
-from app.store.jobs import JobStore
+from app.cli.runner import fail, run_on_store
+
+if TYPE_CHECKING:
+    from app.store.domains import DomainOverview
+    from app.store.jobs import JobStore
 
 
 def domains(
@@ -17,6 +19,9 @@ def domains(
     ] = None,
 ) -> None:
     """Domains with pending or running jobs, a pause or a failure streak."""
+    from app.cli.tables import new_console, plain_table, when
+    from app.clock import utc_now
+    from app.store.domains import DomainStore
 
     async def run(store: JobStore) -> tuple[bool, list[DomainOverview]]:
         domain_store = DomainStore(store.db, store.clock)

@@ -145,12 +145,12 @@ def _detect(body: bytes) -> str:
 
 
 def decode(body: bytes, charset: str) -> str:
-    """Decode with replacement characters. NUL is dropped: PostgreSQL text cannot hold it."""
+    """Decode with replacement characters."""
     try:
         text = body.decode(charset, errors="replace")
     except (LookupError, ValueError):
         text = body.decode("utf-8", errors="replace")
-    return text.replace("\x00", "")
+    return text
 
 
 def extract(body: bytes, content_type: str | None) -> Extracted:
@@ -194,11 +194,6 @@ def _check_json(text: str) -> None:
         _JSON_CHECKER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise UnparseableContent(f"invalid JSON: {exc}") from None
-
-
-def extract_title(document: str) -> str | None:
-    """The text of an HTML document's first <title>, whitespace collapsed, or None."""
-    return _html(document)[0]
 
 
 def _is_json(media: str) -> bool:

@@ -1,16 +1,16 @@
 """Fetch one URL safely: through the SSRF guard, within hard limits, and say what happened.
 
-`Fetcher.fetch` never raises for a failure of the remote side: it returns a `FetchResult`
+`Fetcher.fetch` never raises for a failure of the remote side: it returns a `Fetched`
 (with the body, its title and main text) or a classified `Failure`. Its own refusals are
 fatal, and named:
 
-- BlockedDestination: the SSRF guard refused a hop (`app.guard`); nothing was sent there.
+- BlockedDestination: the SSRF guard refused a hop (`app.fetch.guard`); nothing was sent there.
 - UnsupportedContentType: not in INGEST_ALLOWED_CONTENT_TYPES (decided on the headers).
 - UnsupportedContentEncoding: a coding we did not offer, or more than one.
 - BodyTooLarge: more than INGEST_MAX_BODY_BYTES once decoded, counted while streaming.
 - HeadersTooLarge: response headers past h11's 100 KiB.
 - DecodingError: a gzip or deflate body that does not inflate.
-- UnparseableContent: JSON that does not parse (`app.content`).
+- UnparseableContent: JSON that does not parse (`app.fetch.extract`).
 
 Everything else is classified by `app.policy`. The fetcher keeps no state about jobs and
 never sleeps for backoff.
@@ -26,15 +26,16 @@ import asyncio
 import hashlib
 import tempfile
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any
 
 import h11
 import httpx
 
-from app.content import (
+from app.fetch.decoding import ACCEPT_ENCODING, Inflater, codings
+from app.fetch.extract import (
     Extracted,
     UnparseableContent,
     extract,
@@ -42,7 +43,7 @@ from app.content import (
     is_allowed_type,
     media_type,
 )
-from app.guard import (
+from app.fetch.guard import (
     BlockedDestination,
     Destinations,
     GuardedTransport,
@@ -50,13 +51,10 @@ from app.guard import (
     no_cookies,
     system_resolver,
 )
-from app.policy import Failure, classify_exception, classify_status
+from app.model import ErrorKind, Failure, Fetched
+from app.policy import classify_exception, classify_status
 from app.settings import Settings
-from app.states import ErrorKind
 
-ACCEPT_ENCODING = "gzip, deflate"
-"""Only what we can inflate in bounded steps (no br or zstd)."""
-DECODE_STEP = 64 * 1024
 SPOOL_BYTES = 1024 * 1024
 CONTENT_TYPE_MAX_CHARS = 255
 """The jobs table's limit; a longer Content-Type is cut to its media type and charset."""
@@ -64,22 +62,6 @@ CONTENT_TYPE_MAX_CHARS = 255
 
 class FetchTimeout(Exception):
     """The whole fetch took longer than `fetch_timeout_seconds`."""
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    http_status: int
-    final_url: str
-    content_type: str | None
-    bytes: int
-    sha256: str
-    title: str | None
-    text_length: int = 0
-    """Characters of the extracted main text."""
-    body: bytes = field(default=b"", repr=False)
-    """The decoded body, at most `max_body_bytes`."""
-    text: str = field(default="", repr=False)
-    """The extracted main text (`app.content.extract`)."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +113,7 @@ class Fetcher:
         # into many times its size, and every new thread would keep a malloc arena of its own.
         self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-parse")
 
-    async def fetch(self, url: str) -> FetchResult | Failure:
+    async def fetch(self, url: str) -> Fetched | Failure:
         settings = self.settings
         try:
             # httpx's read timeout is per read; this bounds the whole exchange.
@@ -173,11 +155,9 @@ class Fetcher:
             failure = self._refuse_headers(response)
         if failure is not None:
             return failure
-        codings = _codings(response.headers.get("content-encoding"))
-        inflater = _Inflater(codings[0] if codings else None)
+        coding = codings(response.headers.get("content-encoding"))
+        inflater = Inflater(coding[0] if coding else None)
         stream = response.aiter_raw()
-        if response.is_stream_consumed:  # in memory and decoded already: mock transports
-            inflater, stream = _Inflater(None), _once(response.content)
         digest = hashlib.sha256()
         spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         try:
@@ -194,7 +174,7 @@ class Fetcher:
         )
 
     async def _read(
-        self, stream: AsyncIterator[bytes], inflater: "_Inflater", spool: IO[bytes], digest: Any
+        self, stream: AsyncIterator[bytes], inflater: Inflater, spool: IO[bytes], digest: Any
     ) -> Failure | None:
         """Decode, count, hash and spool the body; a Failure if it is too large or corrupt."""
         limit = self.settings.max_body_bytes
@@ -227,17 +207,17 @@ class Fetcher:
                 "UnsupportedContentType",
                 f"content type {media or '(none)'} is not allowed (INGEST_ALLOWED_CONTENT_TYPES)",
             )
-        codings = _codings(headers.get("content-encoding"))
-        if len(codings) > 1 or (codings and codings[0] not in _Inflater.CODINGS):
+        coding = codings(headers.get("content-encoding"))
+        if len(coding) > 1 or (coding and coding[0] not in Inflater.CODINGS):
             return _fatal(
                 "UnsupportedContentEncoding",
                 f"content encoding {headers['content-encoding']!r} was not offered",
             )
-        if not codings and length.isdigit() and int(length) > self.settings.max_body_bytes:
+        if not coding and length.isdigit() and int(length) > self.settings.max_body_bytes:
             return _too_large(self.settings.max_body_bytes)
         return None
 
-    async def _extract(self, fetched: _Body) -> FetchResult | Failure:
+    async def _extract(self, fetched: _Body) -> Fetched | Failure:
         # The body stays spooled until its turn, so bodies waiting here cost little memory.
         loop = asyncio.get_running_loop()
         with fetched.spool as spool:
@@ -247,7 +227,7 @@ class Fetcher:
                 )
             except UnparseableContent as exc:
                 return _fatal("UnparseableContent", str(exc))
-        return FetchResult(
+        return Fetched(
             http_status=fetched.http_status,
             final_url=fetched.final_url,
             content_type=fetched.content_type,
@@ -264,55 +244,10 @@ class Fetcher:
         self._parser.shutdown(wait=False, cancel_futures=True)
 
 
-class _Inflater:
-    """Decodes one content coding in steps of at most DECODE_STEP bytes of output."""
-
-    CODINGS = ("gzip", "x-gzip", "deflate")
-
-    def __init__(self, coding: str | None) -> None:
-        self.coding = coding
-        self._zlib = None
-        if coding is not None:
-            gzip = coding in ("gzip", "x-gzip")
-            self._zlib = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
-        self._started = False
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        if self._zlib is None:
-            yield data
-            return
-        while data and not self._zlib.eof:  # bytes after the end of the stream are ignored
-            try:
-                out = self._zlib.decompress(data, DECODE_STEP)
-            except zlib.error:
-                if self.coding != "deflate" or self._started:
-                    raise
-                # "deflate" should be zlib-wrapped (RFC 9110), but some servers send it raw.
-                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-                out = self._zlib.decompress(data, DECODE_STEP)
-            self._started = True
-            data = self._zlib.unconsumed_tail
-            if out:
-                yield out
-
-    def flush(self) -> bytes:
-        """What zlib still holds once the input is all in: at most one match, a few bytes."""
-        return self._zlib.flush() if self._zlib is not None else b""
-
-
 def _read_and_extract(spool: IO[bytes], content_type: str | None) -> tuple[bytes, Extracted]:
     spool.seek(0)
     body = spool.read()
     return body, extract(body, content_type)
-
-
-async def _once(data: bytes) -> AsyncIterator[bytes]:
-    yield data
-
-
-def _codings(header: str | None) -> list[str]:
-    codings = (coding.strip().lower() for coding in (header or "").split(","))
-    return [coding for coding in codings if coding and coding != "identity"]
 
 
 def _too_large(limit: int) -> Failure:

@@ -1,10 +1,10 @@
-"""The FastAPI application and its lifespan.
+"""The FastAPI application: routes, middlewares, and a lifespan that runs a `Runtime`.
 
-The lifespan builds everything in order (database, migrations, stores, fetcher, worker)
-and tears it down in reverse. Nothing is created at import time.
+The lifespan applies the migrations, builds the system (`app.runtime.Runtime`: database,
+stores, and unless INGEST_WORKER_ENABLED is false a worker and a webhook sender), starts it,
+and stops it in reverse. Nothing is created at import time.
 """
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,22 +14,14 @@ from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 import app as package
-from app import observability
 from app.api import content, dashboard, deliveries, domains, jobs, metrics, ops, problems
 from app.api.body_limit import BodyLimit
 from app.api.cross_site import CrossSiteGuard
 from app.clock import Clock, utc_now
-from app.fetcher import Fetcher
-from app.guard import Resolver, system_resolver
+from app.fetch.guard import Resolver, system_resolver
 from app.metrics import Metrics
+from app.runtime import Runtime
 from app.settings import Settings
-from app.store.database import Database
-from app.store.deliveries import DeliveryStore
-from app.store.domains import DomainStore
-from app.store.jobs import JobStore
-from app.store.queue import Queue
-from app.webhooks import Deliverer
-from app.worker import Worker
 
 log = logging.getLogger("ingest.api")
 
@@ -45,39 +37,18 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        database = Database(settings.database_url)
-        await database.upgrade()
-        app.state.settings = settings
         if not settings.api_keys:
             log.warning("INGEST_API_KEYS is empty: the API is open to anyone who can reach it")
-        app.state.database = database
-        app.state.jobs = JobStore(database, clock)
-        app.state.domains = DomainStore(database, clock)
-        app.state.deliveries = DeliveryStore(database)
-        worker, task, fetcher = None, None, None
-        deliverer, sending = None, None
-        if settings.worker_enabled:
-            fetcher = Fetcher(settings, resolver=resolver)
-            worker = Worker(Queue(database, settings), fetcher, settings, clock)
-            app.state.jobs.on_submit = worker.notify
-            recording = observability.recording_into(app_metrics)
-            task = asyncio.create_task(worker.run(), name="worker", context=recording)
-            deliverer = Deliverer(app.state.deliveries, app.state.jobs, settings, clock, resolver)
-            sending = asyncio.create_task(deliverer.run(), name="webhooks")
-        app.state.worker = worker
-        app.state.deliverer = deliverer
+        runtime = Runtime.build(
+            settings, run_worker=settings.worker_enabled, clock=clock, resolver=resolver
+        )
+        app.state.runtime = runtime
         try:
+            await runtime.database.upgrade()
+            await runtime.start(app_metrics)
             yield
         finally:
-            if deliverer is not None and sending is not None:
-                deliverer.stop()
-                await sending
-            if worker is not None and task is not None:
-                worker.stop()
-                await task
-            if fetcher is not None:
-                await fetcher.aclose()
-            await database.dispose()
+            await runtime.stop()
 
     # Swagger UI and ReDoc assets come from the installed package, not a CDN.
     app = FastAPIOffline(

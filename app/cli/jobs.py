@@ -1,116 +1,27 @@
 """`ingest jobs ...` and `ingest stats`: the operators' commands, on the configured database.
 
 They run the API's own store code (`JobStore` over `Database`) with the same settings, so
-they work while the server is down. Expected errors (an unknown id, a job in the wrong
-state, a database that cannot be reached) print one line on stderr and exit 1; invalid
-settings or arguments exit 2. Nothing here prints a traceback for them.
+they work while the server is down; `app.cli.runner` turns expected errors into one line.
 """
 
-import asyncio
+from __future__ import annotations
+
 import json
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
-from app.api.schemas import AttemptOut, JobOut, StatsOut, StatusCounts
-from app.cli_tables import (
-    attempts_table,
-    job_details,
-    jobs_table,
-    new_console,
-    plain_table,
-    span,
-)
-from app.clock import utc_now
-from app.settings import Settings
-from app.states import JobStatus
-from app.store.database import Database
-from app.store.jobs import JobNotFound, JobStore, StateConflict
-from app.store.tables import Attempt, Job
+from app.cli.runner import fail, run_on_store
+from app.model import JobStatus
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from app.store.jobs import JobStore
+    from app.store.tables import Attempt, Job
 
 jobs_cli = typer.Typer(help="Inspect jobs, retry, cancel and delete them.", no_args_is_help=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="JSON (the API's job model) for scripts.")]
 DomainOpt = Annotated[str | None, typer.Option(help="Only jobs of this domain.")]
-
-
-def load_settings() -> Settings:
-    """The settings every command reads (environment and `.env`); exit 2 if invalid."""
-    try:
-        return Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"INGEST_{'_'.join(map(str, error['loc'])).upper() or '*'}: {error['msg']}"
-            for error in exc.errors()
-        )
-        fail(f"invalid settings: {problems}", code=2)
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def run_on_store(operation: Callable[[JobStore], Awaitable[T]]) -> T:
-    """Run `operation` on the configured database; expected errors end the command."""
-    settings = load_settings()
-    where = _redacted(settings.database_url)
-    # Connecting to SQLite creates a missing file: an empty database, and a confusing
-    # "no such table" later. Say what is wrong instead (a directory is no database either).
-    missing = _missing_sqlite_file(settings.database_url)
-    if missing is not None:
-        fail(f"no SQLite database at {missing} (create it: ingest db upgrade)")
-    try:
-        database = Database(settings.database_url)
-    except (ValueError, OSError, ArgumentError) as exc:
-        fail(f"cannot use database {where}: {_one_line(exc)}")
-    try:
-        return asyncio.run(_run(database, operation))
-    except JobNotFound as exc:
-        fail(f"no job {exc.args[0]}")
-    except StateConflict as exc:
-        fail(str(exc))
-    except (OSError, SQLAlchemyError) as exc:
-        fail(f"database {where}: {_one_line(exc)}")
-
-
-async def _run(database: Database, operation: Callable[[JobStore], Awaitable[T]]) -> T:
-    try:
-        return await operation(JobStore(database, utc_now))
-    finally:
-        await database.dispose()
-
-
-def _redacted(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return repr(url)
-
-
-def _missing_sqlite_file(url: str) -> str | None:
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return None
-    path = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
-        return None
-    return None if Path(path).is_file() else path
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        exc = exc.orig  # the driver's message, without SQLAlchemy's statement and link
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 def _statuses(raw: str | None) -> list[JobStatus]:
@@ -130,6 +41,10 @@ def list_jobs(
     json_lines: JsonFlag = False,
 ) -> None:
     """Jobs, newest first: a table, or one JSON object per line with --json."""
+    from app.cli.tables import jobs_table, new_console
+    from app.clock import utc_now
+    from app.wire import JobOut
+
     statuses = _statuses(status)
     page = run_on_store(
         lambda store: store.list(statuses, domain=domain, tenant=tenant, limit=limit)
@@ -147,6 +62,9 @@ def list_jobs(
 @jobs_cli.command("show")
 def show(job_id: str, json_out: JsonFlag = False) -> None:
     """One job and its attempt history."""
+    from app.cli.tables import attempts_table, job_details, new_console
+    from app.clock import utc_now
+    from app.wire import AttemptOut, JobOut
 
     async def read(store: JobStore) -> tuple[Job, list[Attempt]]:
         return await store.get(job_id), await store.attempts(job_id)
@@ -200,6 +118,9 @@ def delete(job_id: str) -> None:
 
 def stats(json_out: JsonFlag = False) -> None:
     """Jobs per status and the age of the oldest pending job."""
+    from app.cli.tables import new_console, plain_table, span
+    from app.wire import StatsOut, StatusCounts
+
     result = run_on_store(lambda store: store.stats())
     out = StatsOut(
         counts=StatusCounts(**result.counts),

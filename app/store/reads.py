@@ -1,22 +1,35 @@
-"""Fetched bodies and their text: written with a job's success, read by the API.
-
-`save` runs inside the queue's success transaction, so a succeeded job always has its
-content and a job that did not succeed never has any. Retention deletes the content with
-its job (app.store.retention; the foreign key cascades).
-"""
+"""Reads besides the operators' listings: a succeeded job's stored body and text (for the
+API), and what a metrics scrape reads besides `JobStore.stats`. Nothing here writes."""
 
 from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.fetcher import FetchResult
+from app.model import JobStatus
 from app.store.database import Database
-from app.store.tables import Job, JobContent, is_job_id
+from app.store.tables import DUE_SINCE, contents, domains, is_job_id, jobs, status_is
 
-contents = JobContent.__table__
-jobs = Job.__table__
+
+@dataclass(frozen=True)
+class QueueState:
+    oldest_due_at: datetime | None
+    """When the longest-waiting due pending job became claimable; None if none is due."""
+    paused_domains: int
+
+
+async def queue_state(database: Database, now: datetime) -> QueueState:
+    """When the longest-waiting due pending job became due (`DUE_SINCE`), and how many
+    domains are paused, at `now`."""
+    oldest_due = sa.select(sa.func.min(DUE_SINCE)).where(
+        status_is(JobStatus.PENDING),
+        sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now),
+    )
+    paused = sa.select(sa.func.count()).select_from(domains).where(domains.c.paused_until > now)
+    async with database.read() as conn:
+        due_at = (await conn.execute(oldest_due)).scalar()
+        paused_count = (await conn.execute(paused)).scalar() or 0
+    return QueueState(due_at, paused_count)
 
 
 @dataclass(frozen=True)
@@ -27,21 +40,6 @@ class Content:
     content_type: str | None = None
     data: bytes | str | None = None
     """The bytes or the text, as asked; None until the job succeeded."""
-
-
-async def save(conn: AsyncConnection, job_id: str, result: FetchResult, now: datetime) -> None:
-    """Store a succeeded fetch's body and text (replacing any earlier ones of the job)."""
-    await conn.execute(sa.delete(contents).where(contents.c.job_id == job_id))
-    await conn.execute(
-        sa.insert(contents).values(
-            job_id=job_id,
-            content=result.body,
-            content_type=result.content_type,
-            text=result.text,
-            text_length=result.text_length,
-            stored_at=now,
-        )
-    )
 
 
 class ContentStore:

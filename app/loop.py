@@ -1,0 +1,96 @@
+"""The one background loop: wait (wake-up | timeout | stop) -> tick -> again.
+
+The job worker and the webhook sender are each a `tick()` (one pass: claim what is due and
+start it) run by a `Loop`. A tick answers how long the loop may wait before the next one;
+a wake-up (new work, a freed slot) cuts the wait short. A tick that raises (the database is
+away) is retried after a wait that grows with the failed ticks in a row, capped at
+`MAX_ERROR_WAIT`; each retry is one log line, and a traceback is logged once per distinct
+error until a tick succeeds again.
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+MAX_ERROR_WAIT = 5.0
+"""The longest wait after failed ticks: a loop picks up within seconds once the database
+is back."""
+
+
+class Wakeup:
+    """`set()` from anywhere on the loop; `wait(timeout)` returns at the first set or the
+    timeout, whichever comes first, and re-arms. A set that comes while nobody waits is kept,
+    so a loop never misses work signalled between its look and its wait."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
+        except TimeoutError:
+            pass
+        self._event.clear()
+
+
+def error_wait(failed_ticks: int) -> float:
+    """Seconds to wait after `failed_ticks` failed ticks in a row: 0.5, 1, 2, 4, 5, 5, ..."""
+    return min(0.5 * 2.0 ** min(failed_ticks - 1, 10), MAX_ERROR_WAIT)
+
+
+class Loop:
+    def __init__(
+        self,
+        name: str,
+        tick: Callable[[], Awaitable[float]],
+        log: logging.Logger,
+        wakeup: Wakeup | None = None,
+    ) -> None:
+        self.name = name
+        self.tick = tick
+        self.log = log
+        self.wakeup = wakeup or Wakeup()
+        self.stopping = asyncio.Event()
+
+    def notify(self) -> None:
+        """Something may be due now: tick again without waiting out the timeout."""
+        self.wakeup.set()
+
+    def stop(self) -> None:
+        """Finish the tick under way, then return from `run`."""
+        self.stopping.set()
+        self.wakeup.set()
+
+    async def run(self) -> None:
+        failed = 0
+        traced: set[str] = set()
+        while not self.stopping.is_set():
+            try:
+                wait = await self.tick()
+            except Exception as exc:
+                failed += 1
+                wait = error_wait(failed)
+                error = f"{type(exc).__name__}: {_first_line(exc)}"
+                self.log.error(
+                    "%s: %s; trying again in %gs",
+                    self.name,
+                    error,
+                    wait,
+                    exc_info=error not in traced,
+                )
+                traced.add(error)
+            else:
+                if failed:
+                    self.log.info("%s: recovered after %d failed attempts", self.name, failed)
+                failed, traced = 0, set()
+            if wait > 0 and not self.stopping.is_set():
+                await self.wakeup.wait(wait)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else ""

@@ -1,0 +1,247 @@
+"""The values that cross module lines: a job's vocabulary, what a claim hands out, what a
+fetch returns, what policy decides and what the store records.
+
+Frozen dataclasses and string enums, nothing else: every other module may import this one,
+and this one imports nothing of the service. Stored as plain strings in both databases,
+hence `StrEnum`.
+"""
+
+import builtins
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class JobStatus(StrEnum):
+    """Where a job is. Each member says who moves a job into and out of it."""
+
+    PENDING = "pending"
+    """In: submit, a retryable failure, a lease taken back, graceful shutdown, an operator's
+    retry. Out: the worker's claim (once `retry_after` has passed) or an operator's cancel."""
+
+    RUNNING = "running"
+    """In: the claim. Out: the worker records the attempt's outcome, hands the job back on
+    shutdown, or another worker takes back the expired lease."""
+
+    SUCCEEDED = "succeeded"
+    """In: the worker, after a 2xx answer. Terminal."""
+
+    DEAD = "dead"
+    """In: the worker (fatal error or budget spent) or the lease reaper (budget spent).
+    Out: an operator's retry, which gives a fresh budget."""
+
+    CANCELLED = "cancelled"
+    """In: an operator cancels a pending job. Out: an operator's retry."""
+
+
+FINISHED = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
+"""Statuses a job never leaves by itself: the ones an operator may delete."""
+
+
+class ErrorKind(StrEnum):
+    """How a failed attempt is treated; see `app.policy.classify_exception`."""
+
+    TRANSIENT = "transient"
+    RATE_LIMITED = "rate_limited"
+    FATAL = "fatal"
+
+
+class DeadReason(StrEnum):
+    FATAL = "fatal"
+    RETRIES_EXHAUSTED = "retries_exhausted"
+    LEASE_EXPIRED = "lease_expired"
+    RATE_LIMITED = "rate_limited"
+
+
+class AttemptOutcome(StrEnum):
+    """How one attempt ended, in the job's history."""
+
+    SUCCEEDED = "succeeded"
+    TRANSIENT = "transient"
+    RATE_LIMITED = "rate_limited"
+    FATAL = "fatal"
+    INTERRUPTED = "interrupted"
+
+
+class DomainSignal(StrEnum):
+    """What an attempt's end says about its domain's health."""
+
+    FAILING = "failing"
+    """The server struggled (timeout, refused, 5xx, 429): one more consecutive failure."""
+    ANSWERED = "answered"
+    """The server answered: its failure streak is over."""
+    SILENT = "silent"
+    """Nothing learnt (a fatal error of the job's own, an interruption)."""
+
+
+class DeliveryStatus(StrEnum):
+    """A webhook delivery's state: pending until answered 2xx (delivered) or given up (dead)."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DEAD = "dead"
+
+
+class DeliveryEvent(StrEnum):
+    """What a callback announces."""
+
+    JOB_SUCCEEDED = "job.succeeded"
+    JOB_DEAD = "job.dead"
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to submit, validated by the caller (the API, the CLI, a benchmark)."""
+
+    url: str
+    domain: str
+    tenant: str
+    max_attempts: int
+    priority: int = 0
+    not_before: datetime | None = None
+    metadata: dict[str, Any] | None = None
+    callback_url: str | None = None
+    idempotency_key: str | None = None
+    fingerprint: str | None = None
+    """sha256 of the submitted body, to tell "same request again" from "same key, other body"."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A claimed job: what the worker needs to fetch it and to record the outcome."""
+
+    id: str
+    url: str
+    domain: str
+    tenant: str
+    attempt: int
+    max_attempts: int
+    deferrals: int
+    worker_id: str
+    lease_id: str
+    """The claim's fencing token: every later write of this attempt must match it."""
+    claimed_at: datetime
+    due_at: datetime | None = None
+    """When the job became claimable, for the queue-lag metric; None if the claim did not say."""
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A successful fetch: the answer, its body and the text extracted from it."""
+
+    http_status: int
+    final_url: str
+    content_type: str | None
+    bytes: int
+    sha256: str
+    title: str | None
+    text_length: int = 0
+    """Characters of the extracted main text."""
+    body: builtins.bytes = field(default=b"", repr=False)
+    """The decoded body, at most `max_body_bytes`."""
+    text: str = field(default="", repr=False)
+    """The extracted main text (`app.fetch.extract`)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an attempt failed, as stored in `last_error` and the attempt's history."""
+
+    kind: ErrorKind
+    type: str
+    message: str
+    http_status: int | None = None
+    retry_after: str | None = None
+    """The answer's Retry-After header, as sent; `app.policy.parse_retry_after` reads it."""
+    unexpected: BaseException | None = field(default=None, compare=False, repr=False)
+    """Set to the exception when it is not a known case, so its trace can be logged."""
+
+    @property
+    def spends_attempt(self) -> bool:
+        """A rate-limited answer is the server's schedule, not the job's failure: it is a
+        deferral, which gives the attempt back (whether the job is rescheduled or dies)."""
+        return self.kind is not ErrorKind.RATE_LIMITED
+
+    @property
+    def label(self) -> str:
+        """What a log line calls it: `HTTP 503` or `ReadTimeout`."""
+        return f"HTTP {self.http_status}" if self.http_status else self.type
+
+
+@dataclass(frozen=True)
+class Deferral:
+    """A rate-limited answer that gave the attempt back: the job's `number`th of `limit`."""
+
+    number: int
+    limit: int
+
+    def __str__(self) -> str:
+        return f"{self.number}/{self.limit}"
+
+
+@dataclass(frozen=True)
+class Complete:
+    """The job succeeded with what was fetched."""
+
+    fetched: Fetched
+
+
+@dataclass(frozen=True)
+class Reschedule:
+    """The job is pending again, due at `retry_at` (None: due now)."""
+
+    retry_at: datetime | None
+    delay_seconds: float = 0.0
+    failure: Failure | None = None
+    """Kept as the job's `last_error`; None leaves it as it was (a shutdown's hand-back)."""
+    spends_attempt: bool = True
+    """False gives the attempt back: a deferral, or a hand-back on shutdown."""
+    deferral: Deferral | None = None
+    """Set when a rate-limited answer deferred the job (its `deferrals` grow by one)."""
+
+
+@dataclass(frozen=True)
+class MarkDead:
+    """The job is dead: no attempt follows until an operator retries it."""
+
+    reason: DeadReason
+    failure: Failure
+    spends_attempt: bool = True
+    """False for a rate-limited answer: the budget stays as it was."""
+
+
+Decision = Complete | Reschedule | MarkDead
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished attempt as policy settled it: what the store records, as given."""
+
+    lease: Lease
+    decision: Decision
+    ended: AttemptOutcome
+    duration_ms: int
+    domain: DomainSignal = DomainSignal.SILENT
+    message: str | None = None
+    """The attempt's message when the decision carries no failure (a shutdown's hand-back)."""
+
+
+@dataclass(frozen=True)
+class DomainPause:
+    """A whole domain waits until `until`, because of `reason`."""
+
+    until: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    """A webhook delivery leased to one sender for one POST."""
+
+    id: int
+    job_id: str
+    event: str
+    url: str
+    attempt: int
+    max_attempts: int

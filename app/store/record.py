@@ -1,0 +1,347 @@
+"""Where outcomes are recorded: many finished attempts written in one transaction, as given.
+
+`record` writes what policy decided (`app.model.Outcome`) and computes nothing: no backoff,
+no death, no pause. Each outcome is fenced on its lease: the job must still be `running`
+under the claim's `lease_id`, so the late write of an attempt whose lease was taken back
+changes nothing. The rows are read and locked first (`FOR UPDATE` on PostgreSQL; SQLite's
+`BEGIN IMMEDIATE` already holds the writer), then written with one executemany per kind of
+change, so a batch costs the same few round trips whatever its size:
+
+1. the held jobs: status, budget, `retry_after`, result or last error (one statement per
+   kind: succeeded, failed, handed back);
+2. their attempts closed in the history;
+3. succeeded jobs' bodies and text;
+4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
+5. their domains: one slot each freed, and the failure streak moved on.
+
+Every value is built before the transaction opens: the SQLite writer is held for the
+statements, not for Python work.
+"""
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.model import (
+    Complete,
+    DeliveryEvent,
+    DomainPause,
+    DomainSignal,
+    Failure,
+    JobStatus,
+    Lease,
+    Outcome,
+    Reschedule,
+)
+from app.store.deliveries import owe
+from app.store.dialect import Backend, floor_minus, lock_rows, storable_text
+from app.store.tables import attempts, contents, domains, jobs, status_is
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a `record` call wrote."""
+
+    outcomes: list[Outcome]
+    """Those recorded; the others' leases had been taken back, and nothing of them changed."""
+    failures: dict[str, int]
+    """For each domain an outcome said is failing: its consecutive failures now."""
+
+
+def _held() -> sa.ColumnElement[bool]:
+    """The fence of every write: the job still runs under this very claim."""
+    return sa.and_(
+        jobs.c.id == sa.bindparam("job"),
+        _lease_id() == sa.bindparam("lease"),
+        status_is(JobStatus.RUNNING),
+    )
+
+
+def _lease_id() -> sa.ColumnElement[str]:
+    # Jobs running since before migration 0005 have no lease id: their reaper's lease says "".
+    return sa.func.coalesce(jobs.c.lease_id, "")
+
+
+_LEFT_RUNNING: dict[str, Any] = {
+    "lease_expires_at": None,
+    "worker_id": None,
+    "lease_id": None,
+    "updated_at": sa.bindparam("now"),
+}
+
+_SUCCEED = (
+    sa.update(jobs)
+    .where(_held())
+    .values(
+        status=JobStatus.SUCCEEDED.value,
+        result_http_status=sa.bindparam("http_status"),
+        result_final_url=sa.bindparam("final_url"),
+        result_content_type=sa.bindparam("content_type"),
+        result_bytes=sa.bindparam("bytes"),
+        result_sha256=sa.bindparam("sha256"),
+        result_title=sa.bindparam("title"),
+        result_text_length=sa.bindparam("text_length"),
+        finished_at=sa.bindparam("now"),
+        **_LEFT_RUNNING,
+    )
+)
+
+_MOVE_ON = {
+    "status": sa.bindparam("status"),
+    "retry_after": sa.bindparam("retry_after"),
+    "dead_reason": sa.bindparam("dead_reason"),
+    "finished_at": sa.bindparam("finished_at"),
+    "attempts": jobs.c.attempts - sa.bindparam("given_back"),
+    "deferrals": jobs.c.deferrals + sa.bindparam("deferred"),
+    **_LEFT_RUNNING,
+}
+
+_FAIL = (
+    sa.update(jobs)
+    .where(_held())
+    .values(
+        last_error_kind=sa.bindparam("error_kind"),
+        last_error_type=sa.bindparam("error_type"),
+        last_error_message=sa.bindparam("error_message"),
+        last_error_http_status=sa.bindparam("error_http_status"),
+        last_error_at=sa.bindparam("now"),
+        **_MOVE_ON,
+    )
+)
+
+_HAND_BACK = sa.update(jobs).where(_held()).values(**_MOVE_ON)
+"""A move on that keeps the job's last error: a shutdown's hand-back has none to add."""
+
+_CLOSE_ATTEMPT = (
+    sa.update(attempts)
+    .where(
+        attempts.c.job_id == sa.bindparam("job"),
+        attempts.c.number == sa.bindparam("attempt"),
+        attempts.c.outcome.is_(None),
+    )
+    .values(
+        finished_at=sa.bindparam("now"),
+        duration_ms=sa.bindparam("duration_ms"),
+        outcome=sa.bindparam("outcome"),
+        error_type=sa.bindparam("error_type"),
+        message=sa.bindparam("message"),
+        http_status=sa.bindparam("http_status"),
+        next_retry_at=sa.bindparam("next_retry_at"),
+    )
+)
+
+_FREE_SLOTS = (
+    sa.update(domains)
+    .where(domains.c.domain == sa.bindparam("d"))
+    .values(
+        in_flight=floor_minus(domains.c.in_flight, sa.bindparam("freed")),
+        consecutive_failures=sa.case(
+            (sa.bindparam("reset", sa.Boolean), sa.bindparam("streak")),
+            else_=domains.c.consecutive_failures + sa.bindparam("streak"),
+        ),
+        updated_at=sa.bindparam("now"),
+    )
+)
+
+
+async def record(
+    conn: AsyncConnection,
+    backend: Backend,
+    outcomes: Sequence[Outcome],
+    now: datetime,
+    webhook_max_attempts: int,
+) -> Recorded:
+    """In the caller's write transaction: record the outcomes whose leases are still held."""
+    if not outcomes:
+        return Recorded([], {})
+    tokens = {(o.lease.id, o.lease.lease_id) for o in outcomes}
+    rows = await conn.execute(
+        lock_rows(
+            sa.select(jobs.c.id, _lease_id().label("lease_id")).where(
+                jobs.c.id.in_(sa.bindparam("ids", expanding=True)),
+                status_is(JobStatus.RUNNING),
+            )
+        ),
+        {"ids": sorted(job_id for job_id, _ in tokens)},
+    )
+    held = {(row.id, row.lease_id) for row in rows} & tokens
+    kept = [o for o in outcomes if (o.lease.id, o.lease.lease_id) in held]
+    if not kept:
+        return Recorded([], {})
+    plan = _Plan(kept, now)
+    for statement, params in plan.writes():
+        await conn.execute(statement, params)
+    if plan.contents:
+        await conn.execute(backend.insert_missing(contents), plan.contents)
+    for event, ids in plan.finished.items():
+        await owe(conn, ids, event, now, webhook_max_attempts)
+    failures: dict[str, int] = {}
+    if plan.failing:
+        streaks = sa.select(domains.c.domain, domains.c.consecutive_failures).where(
+            domains.c.domain.in_(sa.bindparam("domains", expanding=True))
+        )
+        rows = await conn.execute(streaks, {"domains": plan.failing})
+        failures = {row.domain: row.consecutive_failures for row in rows}
+    return Recorded(kept, failures)
+
+
+class _Plan:
+    """The parameters of every statement `record` runs, built before the transaction."""
+
+    def __init__(self, outcomes: list[Outcome], now: datetime) -> None:
+        self.succeed: list[dict[str, Any]] = []
+        self.fail: list[dict[str, Any]] = []
+        self.hand_back: list[dict[str, Any]] = []
+        self.close: list[dict[str, Any]] = []
+        self.contents: list[dict[str, Any]] = []
+        self.finished: dict[str, list[str]] = defaultdict(list)
+        freed: dict[str, int] = defaultdict(int)
+        streaks: dict[str, tuple[bool, int]] = {}
+        for outcome in outcomes:
+            lease = outcome.lease
+            fence = {"job": lease.id, "lease": lease.lease_id, "now": now}
+            self._job(outcome, fence, now)
+            self.close.append(_closed(outcome, now))
+            freed[lease.domain] += 1
+            reset, streak = streaks.get(lease.domain, (False, 0))
+            if outcome.domain is DomainSignal.FAILING:
+                streaks[lease.domain] = (reset, streak + 1)
+            elif outcome.domain is DomainSignal.ANSWERED:
+                streaks[lease.domain] = (True, 0)
+        self.domains = [
+            {"d": d, "freed": n, "reset": reset, "streak": streak, "now": now}
+            for d, n in sorted(freed.items())
+            for reset, streak in [streaks.get(d, (False, 0))]
+        ]
+        self.failing = sorted(
+            {o.lease.domain for o in outcomes if o.domain is DomainSignal.FAILING}
+        )
+
+    def _job(self, outcome: Outcome, fence: dict[str, Any], now: datetime) -> None:
+        decision = outcome.decision
+        if isinstance(decision, Complete):
+            fetched = decision.fetched
+            text = storable_text(fetched.text)
+            self.succeed.append(
+                fence
+                | {
+                    "http_status": fetched.http_status,
+                    "final_url": fetched.final_url,
+                    "content_type": fetched.content_type,
+                    "bytes": fetched.bytes,
+                    "sha256": fetched.sha256,
+                    "title": None if fetched.title is None else storable_text(fetched.title),
+                    "text_length": len(text),
+                }
+            )
+            self.contents.append(
+                {
+                    "job_id": outcome.lease.id,
+                    "content": fetched.body,
+                    "content_type": fetched.content_type,
+                    "text": text,
+                    "text_length": len(text),
+                    "stored_at": now,
+                }
+            )
+            self.finished[DeliveryEvent.JOB_SUCCEEDED].append(outcome.lease.id)
+            return
+        values = fence | {
+            "given_back": 0 if decision.spends_attempt else 1,
+            "deferred": 0,
+            "retry_after": None,
+            "dead_reason": None,
+            "finished_at": None,
+        }
+        if isinstance(decision, Reschedule):
+            values |= {
+                "status": JobStatus.PENDING.value,
+                "retry_after": decision.retry_at,
+                "deferred": 1 if decision.deferral else 0,
+            }
+        else:
+            values |= {
+                "status": JobStatus.DEAD.value,
+                "dead_reason": decision.reason.value,
+                "finished_at": now,
+            }
+            self.finished[DeliveryEvent.JOB_DEAD].append(outcome.lease.id)
+        if decision.failure is None:
+            self.hand_back.append(values)
+        else:
+            self.fail.append(values | _last_error(decision.failure))
+
+    def writes(self) -> list[tuple[Any, list[dict[str, Any]]]]:
+        statements = [
+            (_SUCCEED, self.succeed),
+            (_FAIL, self.fail),
+            (_HAND_BACK, self.hand_back),
+            (_CLOSE_ATTEMPT, self.close),
+            (_FREE_SLOTS, self.domains),
+        ]
+        return [(statement, params) for statement, params in statements if params]
+
+
+def _last_error(failure: Failure) -> dict[str, Any]:
+    return {
+        "error_kind": failure.kind.value,
+        "error_type": failure.type,
+        "error_message": failure.message,
+        "error_http_status": failure.http_status,
+    }
+
+
+def _closed(outcome: Outcome, now: datetime) -> dict[str, Any]:
+    decision = outcome.decision
+    failure = None if isinstance(decision, Complete) else decision.failure
+    http_status = decision.fetched.http_status if isinstance(decision, Complete) else None
+    return {
+        "job": outcome.lease.id,
+        "attempt": outcome.lease.attempt,
+        "now": now,
+        "duration_ms": outcome.duration_ms,
+        "outcome": outcome.ended.value,
+        "error_type": None if failure is None else failure.type,
+        "message": outcome.message if failure is None else failure.message,
+        "http_status": http_status if failure is None else failure.http_status,
+        "next_retry_at": decision.retry_at if isinstance(decision, Reschedule) else None,
+    }
+
+
+async def extend_leases(
+    conn: AsyncConnection, leases: Sequence[Lease], until: datetime
+) -> set[Lease]:
+    """Heartbeat: push out those of `leases` still held (job id and lease id as a pair)."""
+    by_token = {(lease.id, lease.lease_id): lease for lease in leases}
+    stmt = (
+        sa.update(jobs)
+        .where(
+            # The plain `id IN` lets both databases find the rows by primary key; the pairs
+            # alone made them scan every running job.
+            jobs.c.id.in_(sorted({lease.id for lease in leases})),
+            sa.tuple_(jobs.c.id, jobs.c.lease_id).in_(list(by_token)),
+            status_is(JobStatus.RUNNING),
+        )
+        .values(lease_expires_at=until)
+        .returning(jobs.c.id, jobs.c.lease_id)
+    )
+    return {by_token[row.id, row.lease_id] for row in await conn.execute(stmt)}
+
+
+async def pause_domain(conn: AsyncConnection, domain: str, pause: DomainPause) -> bool:
+    """Pause `domain` until `pause.until`, unless it is paused longer already. Idempotent;
+    True if this pause is the one now stored."""
+    stmt = (
+        sa.update(domains)
+        .where(
+            domains.c.domain == domain,
+            sa.or_(domains.c.paused_until.is_(None), domains.c.paused_until < pause.until),
+        )
+        .values(paused_until=pause.until, pause_reason=pause.reason)
+    )
+    return (await conn.execute(stmt)).rowcount == 1

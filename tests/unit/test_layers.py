@@ -1,0 +1,85 @@
+"""The imports of app/ run one way: no module imports one of a higher layer."""
+
+import ast
+from pathlib import Path
+
+APP = Path(__file__).resolve().parents[2] / "app"
+
+LAYERS = [
+    ("app", "app.model", "app.settings", "app.clock", "app.strings"),
+    ("app.policy", "app.scheduling", "app.fetch"),
+    ("app.store",),
+    ("app.wire", "app.metrics", "app.observability", "app.loop"),
+    ("app.worker", "app.webhooks"),
+    ("app.runtime",),
+    ("app.api", "app.cli", "app.__main__"),
+]
+"""Bottom to top: values and settings; the pure rules and fetching; persistence; what the
+loops share; the loops; the composition root; the edges."""
+
+NEVER = {"app.store": ("app.policy", "app.fetch")}
+"""Persistence stores what it is given: it knows neither how a job is fetched nor decided."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(APP.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def group(module: str) -> str:
+    return max(
+        (
+            name
+            for layer in LAYERS
+            for name in layer
+            if module == name or module.startswith(name + ".")
+        ),
+        key=len,
+    )
+
+
+def layer(module: str) -> int:
+    return next(i for i, names in enumerate(LAYERS) if group(module) in names)
+
+
+def is_module(name: str) -> bool:
+    relative = Path(*name.split("."))
+    return (APP.parent / relative).with_suffix(".py").exists() or (
+        APP.parent / relative / "__init__.py"
+    ).exists()
+
+
+def imports(path: Path) -> set[str]:
+    """Every app module `path` imports, at any depth of the file (lazy imports count)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {
+                f"{node.module}.{a.name}"
+                for a in node.names
+                if is_module(f"{node.module}.{a.name}")
+            }
+    return {name for name in found if name == "app" or name.startswith("app.")}
+
+
+def test_every_module_has_a_layer():
+    """A new module must be placed in LAYERS before it can be imported."""
+    for path in APP.rglob("*.py"):
+        assert layer(module_name(path)) >= 0
+
+
+def test_no_import_runs_upward():
+    """No module imports one of a higher layer, and the store imports neither policy nor
+    fetching."""
+    upward = []
+    for path in sorted(APP.rglob("*.py")):
+        importer = module_name(path)
+        for imported in sorted(imports(path)):
+            if layer(imported) > layer(importer):
+                upward.append(f"{importer} -> {imported}")
+            if any(imported.startswith(banned) for banned in NEVER.get(group(importer), ())):
+                upward.append(f"{importer} -> {imported} (never)")
+    assert [] == upward
