@@ -47,17 +47,16 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.store.database import Database
+from app.store.tables import attempts, jobs
 from bench.harness import (
     RESULTS,
     TARGET_ENV,
-    attempts,
     backends,
     cpu_seconds,
     drop_database,
     environment,
     fmt,
     fresh_database,
-    jobs,
     machine_ticks,
     median,
     percentile,
