@@ -145,6 +145,20 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="Time in-flight fetches get to finish on shutdown."
     )
+    worker_prefetch: int | None = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="Jobs a worker claims ahead of its free slots (its local queue, leased "
+        "like running ones); empty: as many as INGEST_WORKER_CONCURRENCY.",
+    )
+    record_delay_seconds: float = Field(
+        0.005,
+        ge=0,
+        le=1,
+        description="Finished jobs wait this long to be recorded together in one "
+        "transaction (at once when a slot's worth is waiting).",
+    )
 
     # Retry policy
     max_attempts: int = Field(4, ge=1, le=100, description="Default attempt budget of a job.")
@@ -266,6 +280,11 @@ class Settings(BaseSettings):
     def _names(cls, value: object) -> object:
         return _split_names(value)
 
+    @field_validator("worker_prefetch", mode="before")
+    @classmethod
+    def _unset(cls, value: object) -> object:
+        return None if value == "" else value  # `INGEST_WORKER_PREFETCH=`: the default
+
     @field_validator("api_keys", mode="before")
     @classmethod
     def _keys(cls, value: object) -> object:
@@ -299,3 +318,10 @@ class Settings(BaseSettings):
         if self.fetch_timeout_seconds < self.connect_timeout_seconds:
             raise ValueError("fetch_timeout_seconds must be >= connect_timeout_seconds")
         return self
+
+    @property
+    def prefetch(self) -> int:
+        """Jobs claimed ahead of the free slots: INGEST_WORKER_PREFETCH, by default one per slot."""
+        if self.worker_prefetch is None:
+            return self.worker_concurrency
+        return self.worker_prefetch

@@ -1,11 +1,21 @@
-"""The job worker: claim -> fetch -> settle -> record -> events, one job per slot.
+"""The job worker: claim -> fetch -> settle -> record, with a local queue at each end.
 
-`tick()` is one pass of the loop (`app.loop`): take back expired leases now and then,
-prune now and then, and claim up to the free slots; each claimed job then runs in a task
-of its own: fetch it (`app.fetch`), let policy settle the outcome (`app.policy.settle`),
-record it (`app.store.queue`), log and count it (`app.observability`), and pause the
-domain if policy says so. The worker never sleeps on a job: a failed job's next attempt
-time is written to its row and the loop moves on. It issues no SQL and decides nothing.
+`tick()` is one pass of the loop (`app.loop`): take back expired leases now and then, prune
+now and then, and top up the local queue with one claim of many jobs. Slots take jobs from
+the local queue without a round trip (graphile-worker's "local queue"); a claim runs only
+when the queue has room for a good batch, or when a slot would otherwise idle. Each job
+runs in a task of its own: fetch it (`app.fetch`), let policy settle the outcome
+(`app.policy.settle`) and hand it to the completer (`app.completer`), which records many
+at once and then logs and counts them ("batched completion").
+
+What batching trades: a process that dies can leave up to INGEST_WORKER_PREFETCH queued
+jobs, INGEST_WORKER_CONCURRENCY running ones and the outcomes of the last
+INGEST_RECORD_DELAY_SECONDS leased until their leases run out (INGEST_LEASE_SECONDS); they
+are then fetched again. A worker that stops hands its queued jobs back at once, gives the
+running ones the grace period, hands back the rest, and records everything before it exits.
+
+The worker never sleeps on a job: a failed job's next attempt time is written to its row
+and the loop moves on. It issues no SQL and decides nothing.
 """
 
 import asyncio
@@ -15,17 +25,18 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from app import observability as events
 from app import policy
+from app.completer import Completer
 from app.fetch.fetcher import Fetcher
 from app.loop import Loop, Wakeup
-from app.model import Complete, DomainSignal, Lease, Outcome
+from app.model import Lease
 from app.settings import Settings
 from app.store.queue import Queue
-from app.store.record import Recorded
 
 log = logging.getLogger("ingest.worker")
 
@@ -51,10 +62,13 @@ class Worker:
         self.fetcher = fetcher
         self.settings = settings
         self.clock = clock
-        self.rand = rand
         self.id = new_worker_id()
         self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup)
-        self._inflight: dict[asyncio.Task[None], Lease] = {}
+        self.completer = Completer(queue, settings, clock, rand)
+        self.rand = rand
+        self._queued: deque[Lease] = deque()
+        self._running: dict[asyncio.Task[None], Lease] = {}
+        self._abandoned: set[Lease] = set()
         self._next_take_back = clock()
         self._next_prune = clock() + PRUNE_INTERVAL
 
@@ -67,12 +81,13 @@ class Worker:
         self.loop.stop()
 
     @property
-    def in_flight(self) -> int:
-        return len(self._inflight)
+    def _capacity(self) -> int:
+        return self.settings.worker_concurrency + self.settings.prefetch
 
     async def run(self) -> None:
         log.info("worker %s started (%d slots)", self.id, self.settings.worker_concurrency)
         heartbeat = asyncio.create_task(self._heartbeat())
+        recording = asyncio.create_task(self.completer.run())
         try:
             await self.loop.run()
         finally:
@@ -81,13 +96,15 @@ class Worker:
             try:
                 await self._drain()
             finally:
+                self.completer.close()
+                await recording
                 heartbeat.cancel()
                 await asyncio.wait([heartbeat])
         log.info("worker %s stopped", self.id)
 
     async def tick(self) -> float:
-        """One pass: take back expired leases and prune when due, claim up to the free slots
-        and start them. Returns how long the loop may wait before the next pass."""
+        """One pass: take back expired leases and prune when due; top up the local queue with
+        one claim. Returns how long the loop may wait before the next pass."""
         now = self.clock()
         if now >= self._next_take_back:
             self._next_take_back = now + timedelta(seconds=self._take_back_interval)
@@ -95,25 +112,60 @@ class Worker:
         if self.settings.retention_days and now >= self._next_prune:
             self._next_prune = now + PRUNE_INTERVAL
             await self._prune(now)
-        free = self.settings.worker_concurrency - len(self._inflight)
-        if free <= 0:
-            return self._max_wait  # a finishing job wakes the loop
-        leases = await self.queue.claim(self.id, free, now, self.settings.lease_seconds)
+        room = self._capacity - len(self._running) - len(self._queued)
+        idle_slot = not self._queued and len(self._running) < self.settings.worker_concurrency
+        if not idle_slot and room < self._refill_at:
+            return self._max_wait  # a finishing job wakes the loop when there is room
+        leases = await self.queue.claim(self.id, room, now, self.settings.lease_seconds)
         for lease in leases:
             events.job_started(lease)
-            task = asyncio.create_task(self._process(lease), name=f"job {lease.id}")
-            self._inflight[task] = lease
-            task.add_done_callback(self._finished)
+        self._queued.extend(leases)
+        self._start_queued()
+        if len(leases) == room:
+            return 0.0  # more may be due: top up again as slots free
         if leases:
-            # More may be due: the claim skips domains at their limits, so a short batch
-            # does not mean nothing else is waiting.
-            return 0.0
+            return self._max_wait
         return await self._idle_timeout(now)
+
+    @property
+    def _refill_at(self) -> int:
+        """Claim when the local queue has room for this many: a batch worth a transaction."""
+        return max(1, self._capacity // 4)
+
+    def _start_queued(self) -> None:
+        while self._queued and len(self._running) < self.settings.worker_concurrency:
+            lease = self._queued.popleft()
+            task = asyncio.create_task(self._process(lease), name=f"job {lease.id}")
+            self._running[task] = lease
+            task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("worker %s: job task failed", self.id, exc_info=task.exception())
+        if not self.loop.stopping.is_set():
+            self._start_queued()
+        if self._capacity - len(self._running) - len(self._queued) >= self._refill_at:
+            self.notify()
+
+    async def _process(self, lease: Lease) -> None:
+        started = time.monotonic()
+        try:
+            result = await self.fetcher.fetch(lease.url)
+        except asyncio.CancelledError:
+            if lease not in self._abandoned:
+                self.completer.add(policy.handed_back(lease, self.clock()))
+            raise
+        duration_ms = int((time.monotonic() - started) * 1000)
+        # Handed over at once: the outcome is recorded even if the task is cancelled now.
+        outcome = policy.settle(lease, result, duration_ms, self.clock(), self.settings, self.rand)
+        self.completer.add(outcome)
 
     async def _take_back_expired(self, now: datetime) -> None:
         """Record the expired leases of other (dead or hung) workers as policy settles them."""
-        outcomes = [policy.expired(lease, now) for lease in await self.queue.expired(now)]
-        await self._record(outcomes)
+        expired = [policy.expired(lease, now) for lease in await self.queue.expired(now)]
+        if expired:
+            await self.completer.record(expired)
 
     async def _prune(self, now: datetime) -> None:
         """Retention: delete succeeded and cancelled jobs (and their content) that finished
@@ -138,79 +190,52 @@ class Worker:
             timeout = min(timeout, (next_due - now).total_seconds())
         return max(timeout, 0.001)
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._inflight.pop(task, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("worker %s: job task failed", self.id, exc_info=task.exception())
-        self.notify()
-
-    async def _process(self, lease: Lease) -> None:
-        started = time.monotonic()
-        try:
-            result = await self.fetcher.fetch(lease.url)
-        except asyncio.CancelledError:
-            await asyncio.shield(self._record([policy.handed_back(lease, self.clock())]))
-            raise
-        duration_ms = int((time.monotonic() - started) * 1000)
-        outcome = policy.settle(lease, result, duration_ms, self.clock(), self.settings, self.rand)
-        # Once the fetch is done its outcome is recorded, even if we are being cancelled.
-        record = asyncio.ensure_future(self._record([outcome]))
-        try:
-            await asyncio.shield(record)
-        except asyncio.CancelledError:
-            await record
-            raise
-
-    async def _record(self, outcomes: Sequence[Outcome]) -> None:
-        """Record the outcomes; log and count those recorded (and the others as lost); then
-        pause the domains that policy says should wait."""
-        if not outcomes:
-            return
-        now = self.clock()
-        recorded = await self.queue.record(outcomes, now)
-        held = {outcome.lease for outcome in recorded.outcomes}
-        for outcome in outcomes:
-            if outcome.lease in held:
-                events.recorded(outcome)
-            else:
-                events.lease_lost(outcome)
-        await self._pause_domains(recorded, now)
-
-    async def _pause_domains(self, recorded: Recorded, now: datetime) -> None:
-        failing = {o.lease.domain: o for o in recorded.outcomes if o.domain is DomainSignal.FAILING}
-        for domain, outcome in sorted(failing.items()):
-            decision = outcome.decision
-            if isinstance(decision, Complete) or decision.failure is None:
-                continue
-            count = recorded.failures.get(domain, 0)
-            pause = policy.domain_pause(decision.failure, count, now, self.settings, self.rand)
-            if pause is not None and await self.queue.pause_domain(domain, pause):
-                events.domain_paused(domain, pause)
+    def _held(self) -> list[Lease]:
+        return [*self._running.values(), *self._queued, *self.completer.held]
 
     async def _heartbeat(self) -> None:
         interval = self.settings.lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
-            held = list(self._inflight.values())
+            held = self._held()
             try:
                 until = self.clock() + timedelta(seconds=self.settings.lease_seconds)
                 kept = await self.queue.extend_leases(held, until)
-            except Exception:
-                log.exception("worker %s: heartbeat failed; leases may expire", self.id)
+            except Exception as exc:
+                log.warning("worker %s: heartbeat failed (%s); leases may expire", self.id, exc)
                 continue
-            # A job recorded while the heartbeat waited is no longer running, and not lost.
-            still_held = set(self._inflight.values())
-            lost = [lease for lease in held if lease in still_held and lease not in kept]
-            if lost:
-                log.warning(
-                    "worker %s: %d of %d leases were taken back", self.id, len(lost), len(held)
-                )
+            self._drop_lost([lease for lease in held if lease not in kept])
+
+    def _drop_lost(self, lost: list[Lease]) -> None:
+        """Leases another worker took back while this one held them: stop their fetches and
+        forget queued ones. Outcomes being written are left to the fenced write to refuse."""
+        running = {lease: task for task, lease in self._running.items()}
+        gone = [lease for lease in lost if lease in running or lease in self._queued]
+        if not gone:
+            return
+        for lease in gone:
+            if lease in running:
+                self._abandoned.add(lease)
+                running[lease].cancel()
+            elif lease in self._queued:
+                self._queued.remove(lease)
+        log.warning(
+            "worker %s: %d leases were taken back by another worker; their fetches stopped",
+            self.id,
+            len(gone),
+        )
 
     async def _drain(self) -> None:
-        """Give in-flight fetches the grace period, then hand the rest back."""
-        if not self._inflight:
+        """Hand the queued jobs back at once; give running fetches the grace period, then
+        hand the rest back."""
+        if self._queued:
+            now = self.clock()
+            for lease in self._queued:
+                self.completer.add(policy.handed_back(lease, now))
+            self._queued.clear()
+        if not self._running:
             return
-        tasks = list(self._inflight)
+        tasks = list(self._running)
         log.info(
             "worker %s: waiting up to %s for %d in-flight jobs",
             self.id,

@@ -1,0 +1,149 @@
+"""Batched completion: finished attempts recorded many at a time, then reported.
+
+A fetch's outcome is handed over with `add` (it never waits); the `Completer` writes what
+has gathered once INGEST_RECORD_DELAY_SECONDS has passed, or at once when a slot's worth is
+waiting, in one transaction (`Queue.record`, fenced on each lease). Only a recorded outcome
+counts: its log line and metrics, and the domain pause policy asks for, follow the write.
+Until then the job stays `running` under its lease, which the worker's heartbeat renews
+(`held`); if the process dies first, the lease runs out and the job is fetched again: at
+least once, never lost.
+
+A write that fails (the database is away, full, out of connections) keeps its outcomes and
+is tried again, fenced as ever, after a growing wait, for up to INGEST_LEASE_SECONDS; then
+the outcomes are given up (logged), and their jobs come back when their leases run out.
+"""
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from app import observability as events
+from app import policy
+from app.loop import error_wait
+from app.model import Complete, DomainSignal, Lease, Outcome
+from app.settings import Settings
+from app.store.queue import Queue
+from app.store.record import Recorded
+
+log = logging.getLogger("ingest.worker")
+
+
+class Completer:
+    def __init__(
+        self,
+        queue: Queue,
+        settings: Settings,
+        clock: Callable[[], datetime],
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.queue = queue
+        self.settings = settings
+        self.clock = clock
+        self.rand = rand
+        self._waiting: list[Outcome] = []
+        self._writing: list[Outcome] = []
+        self._gathered = asyncio.Event()
+        self._full = asyncio.Event()
+        self._closing = False
+
+    @property
+    def held(self) -> list[Lease]:
+        """The leases of outcomes not recorded yet: still running, so still renewed."""
+        return [outcome.lease for outcome in (*self._waiting, *self._writing)]
+
+    def add(self, outcome: Outcome) -> None:
+        """Record `outcome` with the next batch."""
+        self._waiting.append(outcome)
+        self._gathered.set()
+        if len(self._waiting) >= self.settings.worker_concurrency:
+            self._full.set()
+
+    def close(self) -> None:
+        """Write what is waiting at once, then let `run` return."""
+        self._closing = True
+        self._gathered.set()
+        self._full.set()
+
+    async def run(self) -> None:
+        """Write batches until closed and nothing waits."""
+        while True:
+            await self._gathered.wait()
+            if not self._closing:
+                try:
+                    await asyncio.wait_for(self._full.wait(), self.settings.record_delay_seconds)
+                except TimeoutError:
+                    pass
+            batch, self._waiting = self._waiting, []
+            self._gathered.clear()
+            self._full.clear()
+            if batch:
+                self._writing = batch
+                try:
+                    await self._write(batch)
+                finally:
+                    self._writing = []
+            if self._closing and not self._waiting:
+                return
+
+    async def _write(self, batch: Sequence[Outcome]) -> None:
+        give_up = self.clock() + timedelta(seconds=self.settings.lease_seconds)
+        failed = 0
+        while True:
+            try:
+                await self.record(batch)
+                return
+            except Exception as exc:
+                failed += 1
+                if self.clock() >= give_up:
+                    log.error(
+                        "gave up recording %d finished jobs after %d failed writes (%s); they "
+                        "run again once their leases run out",
+                        len(batch),
+                        failed,
+                        _one_line(exc),
+                    )
+                    return
+                wait = error_wait(failed)
+                log.warning(
+                    "recording %d finished jobs failed (%s); trying again in %gs",
+                    len(batch),
+                    _one_line(exc),
+                    wait,
+                    exc_info=failed == 1,
+                )
+                await asyncio.sleep(wait)
+
+    async def record(self, outcomes: Sequence[Outcome]) -> Recorded:
+        """Record `outcomes` now; log and count those recorded (and the others as lost); then
+        pause the domains that policy says should wait."""
+        now = self.clock()
+        recorded = await self.queue.record(outcomes, now)
+        kept = {outcome.lease for outcome in recorded.outcomes}
+        for outcome in outcomes:
+            if outcome.lease in kept:
+                events.recorded(outcome)
+            else:
+                events.lease_lost(outcome)
+        try:
+            await self._pause_domains(recorded, now)
+        except Exception as exc:  # the outcomes are in; a pause is advice
+            log.warning("could not pause domains: %s", _one_line(exc))
+        return recorded
+
+    async def _pause_domains(self, recorded: Recorded, now: datetime) -> None:
+        failing = {o.lease.domain: o for o in recorded.outcomes if o.domain is DomainSignal.FAILING}
+        for domain, outcome in sorted(failing.items()):
+            decision = outcome.decision
+            if isinstance(decision, Complete) or decision.failure is None:
+                continue
+            count = recorded.failures.get(domain, 0)
+            pause = policy.domain_pause(decision.failure, count, now, self.settings, self.rand)
+            if pause is not None and await self.queue.pause_domain(domain, pause):
+                events.domain_paused(domain, pause)
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__
