@@ -56,6 +56,9 @@ from app.policy import classify_exception, classify_status
 from app.settings import Settings
 
 SPOOL_BYTES = 1024 * 1024
+INLINE_PARSE_BYTES = 16 * 1024
+"""Bodies up to this size are parsed on the event loop (well under a millisecond, measured);
+larger ones in the parser thread, so a big page never holds the loop."""
 CONTENT_TYPE_MAX_CHARS = 255
 """The jobs table's limit; a longer Content-Type is cut to its media type and charset."""
 
@@ -75,6 +78,23 @@ class _Body:
     sha256: str
 
 
+POOL_SIZE = 8
+"""Connections per HTTP pool. httpcore scans its whole pool, with a readability syscall per
+idle connection, whenever a request starts or ends, so a request's CPU grows with the pool:
+measured here, 1.7 ms per request with 32 connections in flight and 0.4 ms with 8. The
+fetcher spreads its slots over pools of at most this many connections instead of one."""
+
+
+def pool_sizes(slots: int) -> list[int]:
+    """How `slots` connections are split into pools of at most POOL_SIZE, as evenly as can be."""
+    pools = -(-slots // POOL_SIZE)
+    return [slots // pools + (1 if i < slots % pools else 0) for i in range(pools)]
+
+
+def _limits(size: int) -> httpx.Limits:
+    return httpx.Limits(max_connections=size, max_keepalive_connections=size)
+
+
 def _fatal(type_: str, message: str) -> Failure:
     return Failure(ErrorKind.FATAL, type_, message)
 
@@ -88,11 +108,22 @@ class Fetcher:
     ):
         """`transport` replaces the guarded one (unit tests); `resolver` is the guard's DNS."""
         self.settings = settings
-        limits = httpx.Limits(
-            max_connections=settings.worker_concurrency,
-            max_keepalive_connections=settings.worker_concurrency,
-        )
-        self.client = httpx.AsyncClient(
+        if transport is not None:
+            self.clients = [self._client(transport)]
+        else:
+            destinations = Destinations.from_settings(settings)
+            self.clients = [
+                self._client(GuardedTransport(destinations, _limits(size), resolver))
+                for size in pool_sizes(settings.worker_concurrency)
+            ]
+        self._busy = [0] * len(self.clients)
+        # One parse at a time per process, always on the same thread: a large page parses
+        # into many times its size, and every new thread would keep a malloc arena of its own.
+        self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-parse")
+
+    def _client(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
+        settings = self.settings
+        return httpx.AsyncClient(
             # Proxy variables must not route fetches around the guard.
             trust_env=False,
             # Followed in `_get`, one checked hop at a time.
@@ -105,13 +136,9 @@ class Fetcher:
                 write=settings.read_timeout_seconds,
                 pool=settings.connect_timeout_seconds,
             ),
-            transport=transport
-            or GuardedTransport(Destinations.from_settings(settings), limits, resolver),
+            transport=transport,
             headers={"User-Agent": settings.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
         )
-        # One parse at a time per process, always on the same thread: a large page parses
-        # into many times its size, and every new thread would keep a malloc arena of its own.
-        self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-parse")
 
     async def fetch(self, url: str) -> Fetched | Failure:
         settings = self.settings
@@ -133,16 +160,23 @@ class Fetcher:
             return classify_exception(exc, settings.transient_errors)
 
     async def _get(self, url: str) -> _Body | Failure:
-        request = self.client.build_request("GET", url)
-        for _ in range(self.settings.max_redirects + 1):
-            response = await self.client.send(request, stream=True)
-            try:
-                if response.next_request is None:
-                    return await self._answer(response)
-                request = response.next_request
-            finally:
-                await response.aclose()  # a 3xx body is never read
-        raise httpx.TooManyRedirects("Exceeded maximum allowed redirects.", request=request)
+        # The least busy pool: with no more fetches than slots, none has more than its size.
+        shard = self._busy.index(min(self._busy))
+        client = self.clients[shard]
+        self._busy[shard] += 1
+        try:
+            request = client.build_request("GET", url)
+            for _ in range(self.settings.max_redirects + 1):
+                response = await client.send(request, stream=True)
+                try:
+                    if response.next_request is None:
+                        return await self._answer(response)
+                    request = response.next_request
+                finally:
+                    await response.aclose()  # a 3xx body is never read
+            raise httpx.TooManyRedirects("Exceeded maximum allowed redirects.", request=request)
+        finally:
+            self._busy[shard] -= 1
 
     async def _answer(self, response: httpx.Response) -> _Body | Failure:
         settings = self.settings
@@ -218,13 +252,17 @@ class Fetcher:
         return None
 
     async def _extract(self, fetched: _Body) -> Fetched | Failure:
-        # The body stays spooled until its turn, so bodies waiting here cost little memory.
-        loop = asyncio.get_running_loop()
+        # Small bodies parse on the loop: a thread's round trip would cost more than the
+        # parse. Larger ones stay spooled until the parser thread's turn, so bodies waiting
+        # there cost little memory.
         with fetched.spool as spool:
             try:
-                body, extracted = await loop.run_in_executor(
-                    self._parser, _read_and_extract, spool, fetched.content_type
-                )
+                if spool.tell() <= INLINE_PARSE_BYTES:
+                    body, extracted = _read_and_extract(spool, fetched.content_type)
+                else:
+                    body, extracted = await asyncio.get_running_loop().run_in_executor(
+                        self._parser, _read_and_extract, spool, fetched.content_type
+                    )
             except UnparseableContent as exc:
                 return _fatal("UnparseableContent", str(exc))
         return Fetched(
@@ -240,7 +278,8 @@ class Fetcher:
         )
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        for client in self.clients:
+            await client.aclose()
         self._parser.shutdown(wait=False, cancel_futures=True)
 
 
