@@ -58,7 +58,7 @@ class Runtime:
     ) -> "Runtime":
         """The system for `settings`; with `run_worker`, a job worker and a webhook sender.
         `clock` and `resolver` (the SSRF guard's DNS) are there for tests to replace."""
-        database = Database(settings.database_url)
+        database = Database(settings.database_url, settings.database_pool_size)
         # A submit in this process wakes this process's worker at once.
         wakeup = Wakeup()
         jobs = JobStore(database, clock, on_submit=wakeup.set)

@@ -120,6 +120,14 @@ class Settings(BaseSettings):
         description="sqlite:///path/to.db or postgresql://user@host/db; driver chosen for you.",
     )
 
+    database_pool_size: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="PostgreSQL connections a process may hold (one more for LISTEN); "
+        "claims and records are batched, so a worker needs few.",
+    )
+
     # HTTP API
     host: str = Field("127.0.0.1", description="Address `ingest serve` listens on.")
     port: int = Field(8000, ge=1, le=65535, description="Port `ingest serve` listens on.")

@@ -91,8 +91,8 @@ async def add_terminal_rows(database: Database, first: int, last: int) -> None:
     backend = database.backend.name
     params = {"first": first, "last": last}
     params["base"] = base if backend == "postgresql" else base.strftime("%Y-%m-%d %H:%M:%S")
-    async with database.write() as conn:
-        await conn.execute(sa.text(TERMINAL_ROWS[backend]), params)
+    rows = sa.text(TERMINAL_ROWS[backend])
+    await database.transact(lambda conn: conn.execute(rows, params))
 
 
 async def top_up(store: JobStore, count: int, first: int) -> None:
@@ -209,8 +209,7 @@ async def run(args: Any) -> tuple[list[list[str]], list[str]]:
             await add_terminal_rows(database, loaded + 1, size)
             loaded = size
             if args.analyze:
-                async with database.write() as conn:
-                    await conn.execute(sa.text("ANALYZE"))
+                await database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
             print(
                 f"{backend}: {size:,} terminal rows in {time.perf_counter() - started:.1f}s",
                 flush=True,

@@ -96,8 +96,7 @@ async def drain(backend: str, base_url: str, target_pid: int, processes: int, ar
     await probe.find_server()
     await submit(probe.store, new_jobs(base_url, args.jobs))
     if args.analyze:
-        async with probe.database.write() as conn:
-            await conn.execute(sa.text("ANALYZE"))
+        await probe.database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
     workers = Workers(url, processes, args.poll_ms / 1000, args.concurrency)
     watched = [*workers.pids, target_pid]
     samples: list[Sample] = []
@@ -255,8 +254,7 @@ async def bare(backend: str, base_url: str, target_pid: int, processes: int, arg
     await probe.find_server()
     await submit(probe.store, new_jobs(base_url, args.jobs))
     if args.analyze:
-        async with probe.database.write() as conn:
-            await conn.execute(sa.text("ANALYZE"))
+        await probe.database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
     options = ["--database", url, "--url", base_url, "--concurrency", str(args.concurrency)]
     with children("bench.bare_loop", processes, *options) as started:
         first = probe.sample([target_pid])

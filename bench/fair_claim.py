@@ -48,8 +48,7 @@ async def measure(backend: str, args: argparse.Namespace) -> tuple[float, float]
             )
         # Statistics as autovacuum (PostgreSQL) or `PRAGMA optimize` (SQLite) would leave them
         # on a table this size: without them the planner guesses a tenant has 3 rows.
-        async with database.write() as conn:
-            await conn.execute(sa.text("ANALYZE"))
+        await database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
         settings = Settings(_env_file=None)
         queue = Queue(database, settings)
         timings = []

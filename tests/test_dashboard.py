@@ -53,15 +53,15 @@ async def seed(make_settings: Callable[..., Settings], web: ScriptedServer) -> S
 
         await eventually(backing_off)
         domains = Domain.__table__
-        async with app.state.runtime.database.write() as conn:
-            await conn.execute(
-                sa.update(domains)
-                .where(domains.c.domain == PAUSED_DOMAIN)
-                .values(
-                    paused_until=utc_now() + timedelta(minutes=10),
-                    pause_reason="HTTP 429, Retry-After 600s",
-                )
+        pause = (
+            sa.update(domains)
+            .where(domains.c.domain == PAUSED_DOMAIN)
+            .values(
+                paused_until=utc_now() + timedelta(minutes=10),
+                pause_reason="HTTP 429, Retry-After 600s",
             )
+        )
+        await app.state.runtime.database.transact(lambda conn: conn.execute(pause))
     return Seeded(urlsplit(web.base_url).netloc, dead, waiting, PAUSED_DOMAIN)
 
 

@@ -217,11 +217,9 @@ async def _plant(database_url: str, job_id: str, metadata_json: str) -> None:
     async with app.router.lifespan_context(app):
         database = app.state.runtime.database
         cast = "CAST(:m AS json)" if database.backend.name == "postgresql" else ":m"
-        async with database.write() as conn:
-            await conn.execute(
-                sa.text(f"UPDATE jobs SET metadata = {cast} WHERE id = :id"),
-                {"m": metadata_json, "id": job_id},
-            )
+        update = sa.text(f"UPDATE jobs SET metadata = {cast} WHERE id = :id")
+        values = {"m": metadata_json, "id": job_id}
+        await database.transact(lambda conn: conn.execute(update, values))
 
 
 def _nulled(levels: int) -> object:

@@ -103,10 +103,8 @@ async def test_queue_gauges_read_the_database_at_scrape_time(make_settings, web)
             later = (now[0] + timedelta(hours=1)).isoformat()
             await client.post("/jobs", json={"url": web.url("/later"), "not_before": later})
             now[0] += timedelta(seconds=42)
-            async with app.state.runtime.database.write() as conn:
-                await conn.execute(
-                    sa.update(Domain.__table__).values(paused_until=now[0] + timedelta(minutes=5))
-                )
+            pause = sa.update(Domain.__table__).values(paused_until=now[0] + timedelta(minutes=5))
+            await app.state.runtime.database.transact(lambda conn: conn.execute(pause))
             samples = await scrape(client)
     assert 42 == samples[("ingest_oldest_due_job_age_seconds", ())]
     assert 2 == samples[jobs("pending")]

@@ -231,10 +231,8 @@ async def test_blocked_tenants_do_not_hold_up_a_due_one(store, job_fields, domai
     due = (await jobs.submit([new(tenant="z")]))[0]
     if domain_row:
         domains = Domain.__table__
-        async with queue.db.write() as conn:
-            await conn.execute(
-                sa.update(domains).where(domains.c.domain == "blocked.test").values(**domain_row)
-            )
+        block = sa.update(domains).where(domains.c.domain == "blocked.test").values(**domain_row)
+        await queue.db.transact(lambda conn: conn.execute(block))
     claimed = await queue.claim("w", 2, NOW + timedelta(seconds=1), 60)
     assert [due.id] == [lease.id for lease in claimed]
 

@@ -101,23 +101,26 @@ async def test_prune_works_in_batches_to_the_end(store, monkeypatch):
     jobs, queue, _ = store
     submitted = await jobs.submit([new(f"/{i}") for i in range(1200)])
     dead = {job.id for i, job in enumerate(submitted) if i % 3 == 0}
-    async with queue.db.write() as conn:
-        await conn.execute(
+
+    def finish(conn: sa.Connection) -> None:
+        conn.execute(
             sa.update(jobs_table).values(status=JobStatus.SUCCEEDED.value, finished_at=NOW)
         )
-        await conn.execute(
+        conn.execute(
             sa.update(jobs_table)
             .where(jobs_table.c.id.in_(dead))
             .values(status=JobStatus.DEAD.value)
         )
+
+    await queue.db.transact(finish)
     writes = []
-    write = queue.db.write
+    transact = queue.db.transact
 
-    def counted_write():
+    def counted_transact(work):
         writes.append(1)
-        return write()
+        return transact(work)
 
-    monkeypatch.setattr(queue.db, "write", counted_write)
+    monkeypatch.setattr(queue.db, "transact", counted_transact)
 
     deleted = await prune_jobs(queue.db, CUTOFF, batch=500)
 

@@ -24,7 +24,7 @@ def test_migrations_build_the_schema_the_models_declare(database_url):
     """After the migrations, Alembic finds nothing in the models that the database lacks."""
 
     async def diff():
-        engine = backend_for(database_url).create_engine()
+        engine = backend_for(database_url).create_engine(pool_size=1)
         try:
             async with engine.connect() as conn:
                 return await conn.run_sync(

@@ -73,8 +73,8 @@ async def anything_claimable(conn: AsyncConnection, now: datetime, settings: Set
     return (await conn.execute(first)).first() is not None
 
 
-async def find_candidates(
-    conn: AsyncConnection, limit: int, now: datetime, settings: Settings
+def find_candidates(
+    conn: sa.Connection, limit: int, now: datetime, settings: Settings
 ) -> tuple[dict[str, datetime | None], list[Candidate]]:
     """Steps 1 and 2: the waiting tenants (with when each was last served) and their
     candidates. In a write transaction the candidates are locked as they are read."""
@@ -94,7 +94,7 @@ async def find_candidates(
         .order_by(tenants.c.last_served_at.asc().nulls_first(), tenants.c.tenant)
         .limit(limit)
     )
-    last_served = {row.tenant: row.last_served_at for row in await conn.execute(waiting)}
+    last_served = {row.tenant: row.last_served_at for row in conn.execute(waiting)}
     if not last_served:
         return last_served, []
 
@@ -118,7 +118,7 @@ async def find_candidates(
         for tenant in last_served
     ]
     union = sa.union_all(*(sa.select(first) for first in firsts))
-    return last_served, [Candidate(*row) for row in await conn.execute(union)]
+    return last_served, [Candidate(*row) for row in conn.execute(union)]
 
 
 async def claim(
@@ -136,12 +136,13 @@ async def claim(
     async with database.read() as conn:
         if not await anything_claimable(conn, now, settings):
             return []
-    async with database.write() as conn:
-        return await claim_in(conn, worker_id, limit, now, lease_seconds, settings)
+    return await database.transact(
+        lambda conn: claim_in(conn, worker_id, limit, now, lease_seconds, settings)
+    )
 
 
-async def claim_in(
-    conn: AsyncConnection,
+def claim_in(
+    conn: sa.Connection,
     worker_id: str,
     limit: int,
     now: datetime,
@@ -149,7 +150,7 @@ async def claim_in(
     settings: Settings,
 ) -> list[Lease]:
     """Run steps 1-5 in the caller's write transaction."""
-    last_served, candidates = await find_candidates(conn, limit, now, settings)
+    last_served, candidates = find_candidates(conn, limit, now, settings)
     if not candidates:
         return []
 
@@ -160,7 +161,7 @@ async def claim_in(
     )
     states = {
         row.domain: DomainState(row.in_flight, row.next_start_at, row.paused_until)
-        for row in await conn.execute(lock_domains)
+        for row in conn.execute(lock_domains)
     }
     chosen = choose(candidates, last_served, states, limit, now, settings)
     if not chosen:
@@ -193,9 +194,9 @@ async def claim_in(
         )
     )
     due_since = {c.id: c.due_since for c in chosen}
-    rows = (await conn.execute(claim)).all()
-    await _count_starts(conn, chosen, now, settings)
-    await conn.execute(
+    rows = (conn.execute(claim)).all()
+    _count_starts(conn, chosen, now, settings)
+    conn.execute(
         sa.insert(attempts),
         [
             {"job_id": r.id, "number": r.attempts, "worker_id": worker_id, "started_at": now}
@@ -221,15 +222,15 @@ async def claim_in(
     ]
 
 
-async def _count_starts(
-    conn: AsyncConnection, chosen: list[Candidate], now: datetime, settings: Settings
+def _count_starts(
+    conn: sa.Connection, chosen: list[Candidate], now: datetime, settings: Settings
 ) -> None:
     starts: dict[str, int] = {}
     for candidate in chosen:
         starts[candidate.domain] = starts.get(candidate.domain, 0) + 1
     interval = settings.domain_min_interval_seconds
     next_start = now + timedelta(seconds=interval) if interval else None
-    await conn.execute(
+    conn.execute(
         sa.update(domains)
         .where(domains.c.domain == sa.bindparam("d"))
         .values(
@@ -247,7 +248,7 @@ async def _count_starts(
         t: now + timedelta(microseconds=i)
         for i, t in enumerate(dict.fromkeys(c.tenant for c in chosen))
     }
-    await conn.execute(
+    conn.execute(
         sa.update(tenants)
         .where(tenants.c.tenant == sa.bindparam("t"))
         .values(last_served_at=sa.bindparam("at")),

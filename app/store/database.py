@@ -1,37 +1,44 @@
-"""A connection to the configured database: engine, backend, migrations, health."""
+"""A connection to the configured database: reads, write transactions, migrations, health.
+
+Reads are async (`read()`). A write is a function of a plain `Connection`, run in one
+transaction by `transact` the way the backend needs (`app.store.dialect`): so the store's
+writes are written once, as plain SQLAlchemy Core, for both databases.
+"""
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.dialect import WRITE, Backend, backend_for
+from app.store.dialect import Backend, backend_for
+
+T = TypeVar("T")
+DEFAULT_POOL_SIZE = 5
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
 class Database:
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         self.url = database_url
         self.backend: Backend = backend_for(database_url)
-        self.engine = self.backend.create_engine()
-        self._writer = self.engine.execution_options(**WRITE)
+        self.engine = self.backend.create_engine(pool_size)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn:
             yield conn
 
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction that will write; committed on exit, rolled back on error."""
-        async with self.backend.write_gate(), self._writer.begin() as conn:
-            yield conn
+    async def transact(self, work: Callable[[sa.Connection], T]) -> T:
+        """Run `work(conn)` in one write transaction: committed when it returns, rolled back
+        when it raises. `work` issues its statements and computes nothing else."""
+        return await self.backend.transact(self.engine, work)
 
     async def ping(self) -> None:
         async with self.read() as conn:
@@ -42,6 +49,7 @@ class Database:
         await asyncio.to_thread(upgrade_to_head, self.url)
 
     async def dispose(self) -> None:
+        await self.backend.dispose()
         await self.engine.dispose()
 
 

@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.model import ClaimedDelivery, DeliveryStatus, Failure
 from app.store.database import Database
@@ -24,8 +23,8 @@ from app.store.tables import Delivery, UTCDateTime, deliveries, jobs
 PENDING, DELIVERED, DEAD = (s.value for s in DeliveryStatus)
 
 
-async def owe(
-    conn: AsyncConnection, job_ids: Sequence[str], event: str, now: datetime, max_attempts: int
+def owe(
+    conn: sa.Connection, job_ids: Sequence[str], event: str, now: datetime, max_attempts: int
 ) -> None:
     """In the caller's transaction: a pending delivery for each of `job_ids` that has a
     `callback_url` (the others get none)."""
@@ -42,9 +41,7 @@ async def owe(
         sa.literal(now, UTCDateTime),
     ).where(jobs.c.id.in_(list(job_ids)), jobs.c.callback_url.is_not(None))
     names = ["job_id", "event", "url", "status", "attempts", "max_attempts"]
-    await conn.execute(
-        sa.insert(deliveries).from_select([*names, "created_at", "updated_at"], rows)
-    )
+    conn.execute(sa.insert(deliveries).from_select([*names, "created_at", "updated_at"], rows))
 
 
 def _due(now: datetime) -> sa.ColumnElement[bool]:
@@ -99,9 +96,12 @@ class DeliveryStore:
             .where(_due(now), exhausted)
             .values(status=DEAD, lease_expires_at=None, updated_at=now)
         )
-        async with self.db.write() as conn:
-            await conn.execute(lost)
-            rows = (await conn.execute(claim)).all()
+
+        def work(conn: sa.Connection) -> list[Any]:
+            conn.execute(lost)
+            return list(conn.execute(claim))
+
+        rows = await self.db.transact(work)
         return [ClaimedDelivery(*row) for row in rows]
 
     async def delivered(self, claimed: ClaimedDelivery, now: datetime) -> bool:
@@ -136,8 +136,7 @@ class DeliveryStore:
             )
             .values(lease_expires_at=None, updated_at=now, **values)
         )
-        async with self.db.write() as conn:
-            return (await conn.execute(stmt)).rowcount == 1
+        return await self.db.transact(lambda conn: conn.execute(stmt).rowcount == 1)
 
     async def for_job(self, job_id: str) -> list[Delivery]:
         """A job's deliveries, oldest first."""

@@ -4,13 +4,11 @@ Everything else (the store's SQL) is written once for both, through these helper
 differs:
 
 - the async driver behind a plain URL (aiosqlite, asyncpg);
-- how a write transaction starts: SQLite takes the write lock up front (`BEGIN IMMEDIATE`)
-  so two claimers queue on `busy_timeout` instead of failing to upgrade a read lock;
-  PostgreSQL relies on `FOR UPDATE SKIP LOCKED`, which SQLAlchemy's SQLite compiler
-  drops, so one claim statement serves both;
-- one writer at a time: SQLite allows one, and a writer that finds the lock taken sleeps
-  in SQLite's busy handler (milliseconds at a time), so writers of one process queue on an
-  asyncio lock instead; PostgreSQL writers run concurrently;
+- how a write transaction runs (`transact`, given a function of a plain `Connection`):
+  SQLite has one writer, so a transaction runs in a writer thread, statements back to
+  back, and takes the lock up front (`BEGIN IMMEDIATE`) so writers queue on
+  `busy_timeout` instead of failing to upgrade a read lock; writers of one process queue on
+  an asyncio lock first. PostgreSQL writers run concurrently through the async driver;
 - wake-ups across processes: PostgreSQL has LISTEN/NOTIFY; SQLite has none, so other
   processes find new jobs by polling;
 - row locks (`lock_rows`, `lock_skipping`): PostgreSQL locks the rows a statement reads;
@@ -29,8 +27,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import sqlalchemy as sa
@@ -38,9 +37,11 @@ from sqlalchemy import event
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 log = logging.getLogger("ingest.store")
+
+T = TypeVar("T")
 
 NOTIFY_CHANNEL = "ingest_jobs"
 WRITE = {"ingest_write": True}
@@ -53,11 +54,11 @@ class SQLiteBackend:
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="sqlite+aiosqlite")
         self._write_lock = asyncio.Lock()
+        self._writer_thread = ThreadPoolExecutor(1, thread_name_prefix="ingest-sqlite-writer")
+        self._writer: sa.Engine | None = None
 
-    def write_gate(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        return self._write_lock
-
-    def create_engine(self) -> AsyncEngine:
+    def create_engine(self, pool_size: int) -> AsyncEngine:
+        """The engine of reads (aiosqlite); writes have their own (`transact`)."""
         if self.url.database and self.url.database != ":memory:":
             Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(self.url, connect_args={"timeout": 30})
@@ -65,11 +66,41 @@ class SQLiteBackend:
         event.listen(engine.sync_engine, "begin", _begin_sqlite)
         return engine
 
+    async def transact(self, engine: AsyncEngine, work: Callable[[sa.Connection], T]) -> T:
+        """Run `work` in one write transaction, in the writer thread: its statements run back
+        to back, so the database's one writer is held for the transaction's own work only.
+        Through aiosqlite every statement would wait for a turn of the busy event loop, and
+        the writer would be held meanwhile. Writers of this process queue on an asyncio
+        lock; those of other processes on SQLite's busy timeout, in the thread."""
+        async with self._write_lock:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._writer_thread, self._run, work)
+
+    def _run(self, work: Callable[[sa.Connection], T]) -> T:
+        if self._writer is None:
+            self._writer = sa.create_engine(
+                self.url.set(drivername="sqlite+pysqlite"),
+                connect_args={"timeout": 30},
+                execution_options=WRITE,
+            )
+            event.listen(self._writer, "connect", _configure_sqlite)
+            event.listen(self._writer, "begin", _begin_sqlite)
+        with self._writer.begin() as conn:
+            return work(conn)
+
+    async def dispose(self) -> None:
+        def close() -> None:
+            if self._writer is not None:
+                self._writer.dispose()
+
+        await asyncio.get_running_loop().run_in_executor(self._writer_thread, close)
+        self._writer_thread.shutdown(wait=False)
+
     def insert_missing(self, table: sa.Table) -> sa.Insert:
         """INSERT that skips rows whose key exists (same syntax as PostgreSQL's, other class)."""
         return sqlite_insert(table).on_conflict_do_nothing()
 
-    async def notify(self, conn: AsyncConnection) -> None:
+    def notify(self, conn: sa.Connection) -> None:
         """No cross-process signal: other processes poll."""
 
     @contextlib.asynccontextmanager
@@ -104,22 +135,29 @@ class PostgresBackend:
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="postgresql+asyncpg")
 
-    def write_gate(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        return contextlib.nullcontext()
+    def create_engine(self, pool_size: int) -> AsyncEngine:
+        # At most `pool_size` connections per process (INGEST_DATABASE_POOL_SIZE), and one
+        # more for LISTEN: claims and records are batched, so a worker needs few, and a stock
+        # PostgreSQL (max_connections=100) takes many processes. No pre-ping: a connection
+        # that died is invalidated on its first error, and the loop's retry uses a new one.
+        return create_async_engine(self.url, pool_size=pool_size, max_overflow=0)
 
-    def create_engine(self) -> AsyncEngine:
-        # A worker can have all its 32 default slots recording at once: a pool smaller than
-        # that opens and closes an overflow connection per job (measured: ~150 per 1,000 jobs
-        # and twice the server CPU). Each process may hold up to 60 connections.
-        return create_async_engine(self.url, pool_size=40, max_overflow=20, pool_pre_ping=True)
+    async def transact(self, engine: AsyncEngine, work: Callable[[sa.Connection], T]) -> T:
+        """Run `work` in one write transaction (through the async driver: PostgreSQL's
+        writers run concurrently, each holding its own row locks)."""
+        async with engine.begin() as conn:
+            return await conn.run_sync(work)
+
+    async def dispose(self) -> None:
+        pass
 
     def insert_missing(self, table: sa.Table) -> sa.Insert:
         """INSERT that skips rows whose key exists."""
         return pg_insert(table).on_conflict_do_nothing()
 
-    async def notify(self, conn: AsyncConnection) -> None:
+    def notify(self, conn: sa.Connection) -> None:
         # Delivered at commit, so listeners never wake before the job is visible.
-        await conn.execute(sa.text(f"NOTIFY {NOTIFY_CHANNEL}"))
+        conn.execute(sa.text(f"NOTIFY {NOTIFY_CHANNEL}"))
 
     @contextlib.asynccontextmanager
     async def listen(self, on_notify: Callable[[], None]) -> AsyncIterator[None]:

@@ -50,12 +50,16 @@ class DomainStore:
             .where(domains.c.domain == domain.lower())
             .values(paused_until=None, pause_reason=None, updated_at=self.clock())
         )
-        async with self.db.write() as conn:
-            found = (await conn.execute(stmt)).rowcount == 1
+        backend = self.db.backend
+
+        def write(conn: sa.Connection) -> bool:
+            found = conn.execute(stmt).rowcount == 1
             if found:
                 # Its jobs are due again: wake the workers of other processes too.
-                await self.db.backend.notify(conn)
-        return found
+                backend.notify(conn)
+            return found
+
+        return await self.db.transact(write)
 
     async def overview(
         self, now: datetime, limit: int = 1000, domain: str | None = None

@@ -96,21 +96,20 @@ class JobStore:
         """Insert jobs, all or nothing, and wake the workers."""
         now = self.clock()
         rows = [self._row(new, now) for new in new_jobs]
-        async with self.db.write() as conn:
-            await conn.execute(sa.insert(jobs), rows)
-            insert_missing = self.db.backend.insert_missing
-            await conn.execute(
-                insert_missing(domains),
-                [
-                    {"domain": d, "consecutive_failures": 0, "in_flight": 0}
-                    for d in sorted({r["domain"] for r in rows})
-                ],
-            )
-            await conn.execute(
-                insert_missing(tenants),
-                [{"tenant": t} for t in sorted({r["tenant"] for r in rows})],
-            )
-            await self.db.backend.notify(conn)
+        backend = self.db.backend
+        new_domains = [
+            {"domain": d, "consecutive_failures": 0, "in_flight": 0}
+            for d in sorted({r["domain"] for r in rows})
+        ]
+        new_tenants = [{"tenant": t} for t in sorted({r["tenant"] for r in rows})]
+
+        def insert(conn: sa.Connection) -> None:
+            conn.execute(sa.insert(jobs), rows)
+            conn.execute(backend.insert_missing(domains), new_domains)
+            conn.execute(backend.insert_missing(tenants), new_tenants)
+            backend.notify(conn)
+
+        await self.db.transact(insert)
         self.on_submit()
         return [_job(row) for row in rows]
 
@@ -233,12 +232,22 @@ class JobStore:
         else:
             raise StateConflict(job_id, job.status, "retry")
         stmt = sa.update(jobs).where(jobs.c.id == job_id, jobs.c.status == job.status)
-        async with self.db.write() as conn:
-            if (await conn.execute(stmt.values(**values))).rowcount != 1:
-                raise StateConflict(job_id, "changing", "retry")
-            await self.db.backend.notify(conn)
+        if not await self.db.transact(self._changed_and_notified(stmt.values(**values))):
+            raise StateConflict(job_id, "changing", "retry")
         self.on_submit()
         return await self.get(job_id)
+
+    def _changed_and_notified(self, stmt: sa.Update) -> Callable[[sa.Connection], int]:
+        """A write of `stmt` that wakes every process's workers if it changed a row."""
+        backend = self.db.backend
+
+        def write(conn: sa.Connection) -> int:
+            changed = conn.execute(stmt).rowcount
+            if changed:
+                backend.notify(conn)
+            return changed
+
+        return write
 
     async def retry_all(
         self,
@@ -256,10 +265,9 @@ class JobStore:
             stmt = stmt.where(jobs.c.domain == domain.lower())
         if tenant is not None:
             stmt = stmt.where(jobs.c.tenant == tenant)
-        async with self.db.write() as conn:
-            count = (await conn.execute(stmt.values(**_fresh_budget(self.clock())))).rowcount
-            if count:
-                await self.db.backend.notify(conn)
+        count = await self.db.transact(
+            self._changed_and_notified(stmt.values(**_fresh_budget(self.clock())))
+        )
         if count:
             self.on_submit()
         return count
@@ -274,9 +282,8 @@ class JobStore:
             .where(jobs.c.id == job_id, status_is(JobStatus.PENDING))
             .values(status=JobStatus.CANCELLED, retry_after=None, finished_at=now, updated_at=now)
         )
-        async with self.db.write() as conn:
-            if (await conn.execute(stmt)).rowcount != 1:
-                raise StateConflict(job_id, "no longer pending", "cancel")
+        if await self.db.transact(lambda conn: conn.execute(stmt).rowcount) != 1:
+            raise StateConflict(job_id, "no longer pending", "cancel")
         return await self.get(job_id)
 
     async def delete(self, job_id: str, tenant: str | None = None) -> None:
@@ -291,9 +298,7 @@ class JobStore:
         )
         if tenant is not None:
             stmt = stmt.where(jobs.c.tenant == tenant)
-        async with self.db.write() as conn:
-            deleted = (await conn.execute(stmt)).rowcount
-        if deleted != 1:
+        if await self.db.transact(lambda conn: conn.execute(stmt).rowcount) != 1:
             job = await self.get(job_id, tenant)  # JobNotFound when there is none
             raise StateConflict(job_id, job.status, "delete")
 

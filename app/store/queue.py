@@ -40,21 +40,22 @@ class Queue:
         """Heartbeat: push out those of `leases` that are still held; returns them."""
         if not leases:
             return set()
-        async with self.db.write() as conn:
-            return await record.extend_leases(conn, list(leases), until)
+        held = list(leases)
+        return await self.db.transact(lambda conn: record.extend_leases(conn, held, until))
 
     async def record(self, outcomes: Sequence[Outcome], now: datetime) -> record.Recorded:
         """Record finished attempts, as given, in one transaction (`app.store.record`)."""
         if not outcomes:
             return record.Recorded([], {})
         max_attempts = self.settings.webhook_max_attempts
-        async with self.db.write() as conn:
-            return await record.record(conn, self.db.backend, outcomes, now, max_attempts)
+        backend = self.db.backend
+        return await self.db.transact(
+            lambda conn: record.record(conn, backend, outcomes, now, max_attempts)
+        )
 
     async def pause_domain(self, domain: str, pause: DomainPause) -> bool:
         """Pause `domain` unless it is paused longer already; True if this pause is stored."""
-        async with self.db.write() as conn:
-            return await record.pause_domain(conn, domain, pause)
+        return await self.db.transact(lambda conn: record.pause_domain(conn, domain, pause))
 
     async def expired(self, now: datetime, limit: int = 500) -> list[Lease]:
         """Running jobs whose lease ran out (their worker died or hung), as the leases their

@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.model import (
     Complete,
@@ -149,8 +148,8 @@ _FREE_SLOTS = (
 )
 
 
-async def record(
-    conn: AsyncConnection,
+def record(
+    conn: sa.Connection,
     backend: Backend,
     outcomes: Sequence[Outcome],
     now: datetime,
@@ -160,7 +159,7 @@ async def record(
     if not outcomes:
         return Recorded([], {})
     tokens = {(o.lease.id, o.lease.lease_id) for o in outcomes}
-    rows = await conn.execute(
+    rows = conn.execute(
         lock_rows(
             sa.select(jobs.c.id, _lease_id().label("lease_id")).where(
                 jobs.c.id.in_(sa.bindparam("ids", expanding=True)),
@@ -175,17 +174,17 @@ async def record(
         return Recorded([], {})
     plan = _Plan(kept, now)
     for statement, params in plan.writes():
-        await conn.execute(statement, params)
+        conn.execute(statement, params)
     if plan.contents:
-        await conn.execute(backend.insert_missing(contents), plan.contents)
+        conn.execute(backend.insert_missing(contents), plan.contents)
     for event, ids in plan.finished.items():
-        await owe(conn, ids, event, now, webhook_max_attempts)
+        owe(conn, ids, event, now, webhook_max_attempts)
     failures: dict[str, int] = {}
     if plan.failing:
         streaks = sa.select(domains.c.domain, domains.c.consecutive_failures).where(
             domains.c.domain.in_(sa.bindparam("domains", expanding=True))
         )
-        rows = await conn.execute(streaks, {"domains": plan.failing})
+        rows = conn.execute(streaks, {"domains": plan.failing})
         failures = {row.domain: row.consecutive_failures for row in rows}
     return Recorded(kept, failures)
 
@@ -313,9 +312,7 @@ def _closed(outcome: Outcome, now: datetime) -> dict[str, Any]:
     }
 
 
-async def extend_leases(
-    conn: AsyncConnection, leases: Sequence[Lease], until: datetime
-) -> set[Lease]:
+def extend_leases(conn: sa.Connection, leases: Sequence[Lease], until: datetime) -> set[Lease]:
     """Heartbeat: push out those of `leases` still held (job id and lease id as a pair)."""
     by_token = {(lease.id, lease.lease_id): lease for lease in leases}
     stmt = (
@@ -330,10 +327,10 @@ async def extend_leases(
         .values(lease_expires_at=until)
         .returning(jobs.c.id, jobs.c.lease_id)
     )
-    return {by_token[row.id, row.lease_id] for row in await conn.execute(stmt)}
+    return {by_token[row.id, row.lease_id] for row in conn.execute(stmt)}
 
 
-async def pause_domain(conn: AsyncConnection, domain: str, pause: DomainPause) -> bool:
+def pause_domain(conn: sa.Connection, domain: str, pause: DomainPause) -> bool:
     """Pause `domain` until `pause.until`, unless it is paused longer already. Idempotent;
     True if this pause is the one now stored."""
     stmt = (
@@ -344,4 +341,4 @@ async def pause_domain(conn: AsyncConnection, domain: str, pause: DomainPause) -
         )
         .values(paused_until=pause.until, pause_reason=pause.reason)
     )
-    return (await conn.execute(stmt)).rowcount == 1
+    return (conn.execute(stmt)).rowcount == 1

@@ -6,6 +6,8 @@ jobs are never touched. The worker calls this now and then (`Queue.prune`).
 """
 
 from datetime import datetime
+from functools import partial
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -21,6 +23,17 @@ PRUNABLE = (JobStatus.SUCCEEDED.value, JobStatus.CANCELLED.value)
 
 def _prunable(older_than: datetime) -> sa.ColumnElement[bool]:
     return sa.and_(jobs.c.status.in_(PRUNABLE), jobs.c.finished_at < older_than)
+
+
+def _prune_batch(
+    oldest: sa.Select[Any], older_than: datetime, conn: sa.Connection
+) -> tuple[list[Any], int]:
+    rows = list(conn.execute(oldest))
+    if not rows:
+        return rows, 0
+    # Checked again: on PostgreSQL a cancelled job may have been retried since.
+    stmt = sa.delete(jobs).where(jobs.c.id.in_([row.id for row in rows]), _prunable(older_than))
+    return rows, conn.execute(stmt).rowcount
 
 
 async def prune_jobs(database: Database, older_than: datetime, batch: int = PRUNE_BATCH) -> int:
@@ -43,14 +56,8 @@ async def prune_jobs(database: Database, older_than: datetime, batch: int = PRUN
         )
         if after is not None:
             oldest = oldest.where(sa.tuple_(jobs.c.created_at, jobs.c.id) > after)
-        async with database.write() as conn:
-            rows = (await conn.execute(oldest)).all()
-            if rows:
-                # Checked again: on PostgreSQL a cancelled job may have been retried since.
-                stmt = sa.delete(jobs).where(
-                    jobs.c.id.in_([row.id for row in rows]), _prunable(older_than)
-                )
-                deleted += (await conn.execute(stmt)).rowcount
+        rows, count = await database.transact(partial(_prune_batch, oldest, older_than))
+        deleted += count
         if len(rows) < batch:
             return deleted
         after = (rows[-1].created_at, rows[-1].id)

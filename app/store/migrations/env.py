@@ -27,7 +27,7 @@ def _run(connection: Connection) -> None:
 
 
 async def _migrate(database_url: str) -> None:
-    engine = backend_for(database_url).create_engine()
+    engine = backend_for(database_url).create_engine(pool_size=1)
     try:
         async with engine.connect() as conn:
             await conn.run_sync(_run)
