@@ -158,10 +158,10 @@ class Settings(BaseSettings):
         ge=0,
         le=1000,
         description="Jobs a worker claims ahead of its free slots (its local queue, leased "
-        "like running ones); empty: as many as INGEST_WORKER_CONCURRENCY.",
+        "like running ones); empty: twice INGEST_WORKER_CONCURRENCY.",
     )
     record_delay_seconds: float = Field(
-        0.005,
+        0.01,
         ge=0,
         le=1,
         description="Finished jobs wait this long to be recorded together in one "
@@ -329,7 +329,8 @@ class Settings(BaseSettings):
 
     @property
     def prefetch(self) -> int:
-        """Jobs claimed ahead of the free slots: INGEST_WORKER_PREFETCH, by default one per slot."""
+        """Jobs claimed ahead of the free slots: INGEST_WORKER_PREFETCH, by default two per
+        slot, so a claim can take a slot's worth while as many still wait in the queue."""
         if self.worker_prefetch is None:
-            return self.worker_concurrency
+            return 2 * self.worker_concurrency
         return self.worker_prefetch

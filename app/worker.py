@@ -69,6 +69,7 @@ class Worker:
         self._queued: deque[Lease] = deque()
         self._running: dict[asyncio.Task[None], Lease] = {}
         self._abandoned: set[Lease] = set()
+        self._more_due = False
         self._next_take_back = clock()
         self._next_prune = clock() + PRUNE_INTERVAL
 
@@ -116,12 +117,16 @@ class Worker:
         idle_slot = not self._queued and len(self._running) < self.settings.worker_concurrency
         if not idle_slot and room < self._refill_at:
             return self._max_wait  # a finishing job wakes the loop when there is room
-        leases = await self.queue.claim(self.id, room, now, self.settings.lease_seconds)
+        leases = await self.queue.claim(
+            self.id, room, now, self.settings.lease_seconds, look_first=not self._more_due
+        )
         for lease in leases:
             events.job_started(lease)
         self._queued.extend(leases)
         self._start_queued()
-        if len(leases) == room:
+        # A full claim leaves more behind: the next one need not look first.
+        self._more_due = len(leases) == room
+        if self._more_due:
             return 0.0  # more may be due: top up again as slots free
         if leases:
             return self._max_wait
@@ -129,8 +134,9 @@ class Worker:
 
     @property
     def _refill_at(self) -> int:
-        """Claim when the local queue has room for this many: a batch worth a transaction."""
-        return max(1, self._capacity // 4)
+        """Claim when the local queue has room for this many (a slot's worth by default): a
+        batch worth a transaction, while the queue still holds work for every slot."""
+        return max(1, min(self.settings.worker_concurrency, self._capacity // 3))
 
     def _start_queued(self) -> None:
         while self._queued and len(self._running) < self.settings.worker_concurrency:

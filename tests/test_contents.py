@@ -45,7 +45,7 @@ class PruningQueue:
     async def record(self, outcomes, now):
         return Recorded([], {})
 
-    async def claim(self, worker_id, limit, now, lease_seconds) -> list:
+    async def claim(self, worker_id, limit, now, lease_seconds, look_first=True) -> list:
         return []
 
     async def next_due_at(self, now: datetime) -> None:

@@ -128,14 +128,17 @@ async def claim(
     now: datetime,
     lease_seconds: float,
     settings: Settings,
+    look_first: bool = True,
 ) -> list[Lease]:
     """Atomically take up to `limit` claimable jobs: running, attempt counted, leased to
-    `worker_id` under a fresh `lease_id`."""
+    `worker_id` under a fresh `lease_id`. With `look_first`, a cheap read says first whether
+    anything is claimable (skip it when the last claim was full: there surely is)."""
     # Look before taking the write lock: an idle worker polling with write transactions
     # would starve the writers of other processes on SQLite.
-    async with database.read() as conn:
-        if not await anything_claimable(conn, now, settings):
-            return []
+    if look_first:
+        async with database.read() as conn:
+            if not await anything_claimable(conn, now, settings):
+                return []
     return await database.transact(
         lambda conn: claim_in(conn, worker_id, limit, now, lease_seconds, settings)
     )

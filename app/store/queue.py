@@ -31,10 +31,18 @@ class Queue:
         self.settings = settings
 
     async def claim(
-        self, worker_id: str, limit: int, now: datetime, lease_seconds: float
+        self,
+        worker_id: str,
+        limit: int,
+        now: datetime,
+        lease_seconds: float,
+        look_first: bool = True,
     ) -> list[Lease]:
-        """Atomically take up to `limit` claimable jobs (the rules: `app.store.claim`)."""
-        return await claim.claim(self.db, worker_id, limit, now, lease_seconds, self.settings)
+        """Atomically take up to `limit` claimable jobs (the rules: `app.store.claim`);
+        `look_first` reads whether any is claimable before taking the write lock."""
+        return await claim.claim(
+            self.db, worker_id, limit, now, lease_seconds, self.settings, look_first
+        )
 
     async def extend_leases(self, leases: Collection[Lease], until: datetime) -> set[Lease]:
         """Heartbeat: push out those of `leases` that are still held; returns them."""

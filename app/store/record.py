@@ -159,16 +159,22 @@ def record(
     if not outcomes:
         return Recorded([], {})
     tokens = {(o.lease.id, o.lease.lease_id) for o in outcomes}
-    rows = conn.execute(
+    fence = conn.execute(
         lock_rows(
-            sa.select(jobs.c.id, _lease_id().label("lease_id")).where(
+            sa.select(
+                jobs.c.id,
+                _lease_id().label("lease_id"),
+                jobs.c.callback_url.is_not(None).label("hooked"),
+            ).where(
                 jobs.c.id.in_(sa.bindparam("ids", expanding=True)),
                 status_is(JobStatus.RUNNING),
             )
         ),
         {"ids": sorted(job_id for job_id, _ in tokens)},
     )
+    rows = list(fence)
     held = {(row.id, row.lease_id) for row in rows} & tokens
+    hooked = {row.id for row in rows if row.hooked}
     kept = [o for o in outcomes if (o.lease.id, o.lease.lease_id) in held]
     if not kept:
         return Recorded([], {})
@@ -178,14 +184,15 @@ def record(
     if plan.contents:
         conn.execute(backend.insert_missing(contents), plan.contents)
     for event, ids in plan.finished.items():
-        owe(conn, ids, event, now, webhook_max_attempts)
+        if owed := [job_id for job_id in ids if job_id in hooked]:
+            owe(conn, owed, event, now, webhook_max_attempts)
     failures: dict[str, int] = {}
     if plan.failing:
         streaks = sa.select(domains.c.domain, domains.c.consecutive_failures).where(
             domains.c.domain.in_(sa.bindparam("domains", expanding=True))
         )
-        rows = conn.execute(streaks, {"domains": plan.failing})
-        failures = {row.domain: row.consecutive_failures for row in rows}
+        streak_rows = conn.execute(streaks, {"domains": plan.failing})
+        failures = {row.domain: row.consecutive_failures for row in streak_rows}
     return Recorded(kept, failures)
 
 
