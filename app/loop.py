@@ -12,6 +12,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from app.wording import counted
+
 MAX_ERROR_WAIT = 5.0
 """The longest wait after failed ticks: a loop picks up within seconds once the database
 is back."""
@@ -85,7 +87,9 @@ class Loop:
                 traced.add(error)
             else:
                 if failed:
-                    self.log.info("%s: recovered after %d failed attempts", self.name, failed)
+                    self.log.info(
+                        "%s: recovered after %s", self.name, counted(failed, "failed attempt")
+                    )
                 failed, traced = 0, set()
             if wait > 0 and not self.stopping.is_set():
                 await self.wakeup.wait(wait)

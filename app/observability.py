@@ -39,6 +39,7 @@ from app.model import (
     Outcome,
     Reschedule,
 )
+from app.wording import counted, seconds
 
 log = logging.getLogger("ingest.worker")
 
@@ -119,10 +120,6 @@ def timestamp(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def seconds(value: float) -> str:
-    return f"{value:.1f}".rstrip("0").rstrip(".") + "s"
-
-
 def _attempt(job: Lease) -> str:
     return f"job {job.id} attempt {job.attempt}/{job.max_attempts}"
 
@@ -187,10 +184,10 @@ def _succeeded(outcome: Outcome, decision: Complete) -> None:
         duration_ms=outcome.duration_ms,
     )
     log.info(
-        "%s succeeded: HTTP %d, %d bytes",
+        "%s succeeded: HTTP %d, %s",
         _attempt(lease),
         fetched.http_status,
-        fetched.bytes,
+        counted(fetched.bytes, "byte"),
         extra=fields,
     )
     if (metrics := _metrics.get()) is not None:
@@ -298,18 +295,22 @@ def lease_lost(outcome: Outcome) -> None:
         metrics.fetch_duration.labels(ended["outcome"]).observe(outcome.duration_ms / 1000)
 
 
-def domain_paused(domain: str, pause: DomainPause) -> None:
+def domain_paused(domain: str, pause: DomainPause, consecutive_failures: int) -> None:
+    """`pause` is the one now stored for `domain` (never one the store kept a longer pause
+    over); `consecutive_failures` is the domain's streak as this pause was decided."""
     fields = {
         "event": "domain.paused",
         "domain": domain,
         "paused_until": timestamp(pause.until),
         "reason": pause.reason,
+        "consecutive_failures": consecutive_failures,
     }
     log.warning(
-        "domain %s paused until %s (%s)",
+        "domain %s paused until %s (%s), after %s",
         domain,
         timestamp(pause.until),
         pause.reason,
+        counted(consecutive_failures, "consecutive failure"),
         extra={_EVENT: fields},
     )
     if (metrics := _metrics.get()) is not None:

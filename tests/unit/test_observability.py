@@ -187,16 +187,31 @@ def test_reclaimed_released_and_lost_events(caplog):
 
 
 def test_domain_pause_event(caplog):
-    """A domain pause: its sentence and its own event."""
-    events.domain_paused("example.com", DomainPause(NOW, "HTTP 429"))
+    """A domain pause: its sentence and its own event, with the streak that paused it."""
+    events.domain_paused("example.com", DomainPause(NOW, "HTTP 500, backoff 40s"), 3)
     [record] = caplog.records
     line = as_json(record)
-    assert "domain example.com paused until 2026-11-30T03:12:04.411Z (HTTP 429)" == line["message"]
-    assert ("domain.paused", "example.com", "HTTP 429") == (
+    assert (
+        "domain example.com paused until 2026-11-30T03:12:04.411Z (HTTP 500, backoff 40s), "
+        "after 3 consecutive failures"
+    ) == line["message"]
+    assert ("domain.paused", "example.com", "HTTP 500, backoff 40s", 3) == (
         line["event"],
         line["domain"],
         line["reason"],
+        line["consecutive_failures"],
     )
+
+
+def test_counts_of_one_read_in_the_singular(caplog):
+    """A one-byte body and a pause after one failure say "1 byte" and "1 consecutive
+    failure"."""
+    tiny = replace(RESULT, bytes=1)
+    events.recorded(succeeded(LEASE, tiny, 5))
+    events.domain_paused("example.com", DomainPause(NOW, "HTTP 429, backoff 10s"), 1)
+    success, pause = (record.getMessage() for record in caplog.records)
+    assert "job job-1 attempt 2/4 succeeded: HTTP 200, 1 byte" == success
+    assert pause.endswith("(HTTP 429, backoff 10s), after 1 consecutive failure")
 
 
 def test_plain_records_have_no_event_fields():
@@ -219,7 +234,7 @@ def test_transitions_count_into_the_metrics_in_force():
         events.recorded(succeeded(LEASE, RESULT, 250))
         events.recorded(failed(LEASE, MarkDead(DeadReason.RETRIES_EXHAUSTED, HTTP_503), 20))
         events.recorded(expired(replace(LEASE, id="job-2", attempt=1), NOW))
-        events.domain_paused("example.com", DomainPause(NOW, "HTTP 429"))
+        events.domain_paused("example.com", DomainPause(NOW, "HTTP 429"), 1)
     events.jobs_submitted(5)  # outside again
     got = counted(metrics)
     assert 3 == got[("ingest_jobs_submitted_total", ())]
