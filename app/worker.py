@@ -64,7 +64,7 @@ class Worker:
         self.settings = settings
         self.clock = clock
         self.id = new_worker_id()
-        self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup)
+        self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup, role="worker")
         self.completer = Completer(queue, settings, clock, rand)
         self.rand = rand
         self._queued: deque[Lease] = deque()
