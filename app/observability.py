@@ -351,7 +351,11 @@ def domain_paused(domain: str, pause: DomainPause, consecutive_failures: int) ->
 def delivered(claimed: ClaimedDelivery, duration_ms: int) -> None:
     """A callback POST was answered 2xx: the delivery is done."""
     fields = _delivery(
-        "delivery.delivered", claimed, status=DeliveryStatus.DELIVERED, outcome="delivered"
+        "delivery.delivered",
+        claimed,
+        status=DeliveryStatus.DELIVERED,
+        outcome="delivered",
+        duration_ms=duration_ms,
     )
     webhooks_log.info(
         "delivery %d of job %s: %s delivered (attempt %d/%d)",
@@ -360,7 +364,7 @@ def delivered(claimed: ClaimedDelivery, duration_ms: int) -> None:
         claimed.event,
         claimed.attempt,
         claimed.max_attempts,
-        extra=carrying(fields | {"duration_ms": duration_ms}),
+        extra=carrying(fields),
     )
     _count_delivery("delivered", duration_ms)
 
