@@ -22,10 +22,11 @@ from datetime import datetime, timedelta
 from app import observability as events
 from app import policy
 from app.loop import error_wait
-from app.model import Complete, DomainSignal, Lease, Outcome
+from app.model import Complete, DomainPause, DomainSignal, Lease, Outcome
 from app.settings import Settings
 from app.store.queue import Queue
 from app.store.record import Recorded
+from app.wording import counted
 
 log = logging.getLogger("ingest.worker")
 
@@ -98,17 +99,17 @@ class Completer:
                 failed += 1
                 if self.clock() >= give_up:
                     log.error(
-                        "gave up recording %d finished jobs after %d failed writes (%s); they "
-                        "run again once their leases run out",
-                        len(batch),
-                        failed,
+                        "gave up recording %s after %s (%s); they run again once their "
+                        "leases run out",
+                        counted(len(batch), "finished job"),
+                        counted(failed, "failed write"),
                         _one_line(exc),
                     )
                     return
                 wait = error_wait(failed)
                 log.warning(
-                    "recording %d finished jobs failed (%s); trying again in %gs",
-                    len(batch),
+                    "recording %s failed (%s); trying again in %gs",
+                    counted(len(batch), "finished job"),
                     _one_line(exc),
                     wait,
                     exc_info=failed == 1,
@@ -133,15 +134,34 @@ class Completer:
         return recorded
 
     async def _pause_domains(self, recorded: Recorded, now: datetime) -> None:
-        failing = {o.lease.domain: o for o in recorded.outcomes if o.domain is DomainSignal.FAILING}
-        for domain, outcome in sorted(failing.items()):
+        """Propose each failing domain's longest pause of the batch; log it only if stored.
+
+        A batch may hold several failures of one domain (a 429 with a long Retry-After and
+        a 500): the longest pause is the one a write per outcome would have left. The store
+        keeps a longer pause already there (another worker's, an earlier batch's), and then
+        nothing is logged: the log says what the database holds.
+        """
+        pauses: dict[str, DomainPause] = {}
+        for outcome in recorded.outcomes:
             decision = outcome.decision
-            if isinstance(decision, Complete) or decision.failure is None:
+            if outcome.domain is not DomainSignal.FAILING or isinstance(decision, Complete):
                 continue
-            count = recorded.failures.get(domain, 0)
+            if decision.failure is None:
+                continue
+            domain = outcome.lease.domain
+            count = _streak(recorded, domain)
             pause = policy.domain_pause(decision.failure, count, now, self.settings, self.rand)
-            if pause is not None and await self.queue.pause_domain(domain, pause):
-                events.domain_paused(domain, pause)
+            if pause is not None and (domain not in pauses or pause.until > pauses[domain].until):
+                pauses[domain] = pause
+        for domain, pause in sorted(pauses.items()):
+            if await self.queue.pause_domain(domain, pause):
+                events.domain_paused(domain, pause, _streak(recorded, domain))
+
+
+def _streak(recorded: Recorded, domain: str) -> int:
+    """The failing domain's consecutive failures: at least the one failure at hand, though
+    an answer later in the same batch ended the streak."""
+    return max(recorded.failures.get(domain, 0), 1)
 
 
 def _one_line(exc: BaseException) -> str:

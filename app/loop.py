@@ -6,11 +6,18 @@ a wake-up (new work, a freed slot) cuts the wait short. A tick that raises (the 
 away) is retried after a wait that grows with the failed ticks in a row, capped at
 `MAX_ERROR_WAIT`; each retry is one log line, and a traceback is logged once per distinct
 error until a tick succeeds again.
+
+A running loop says so in its process's metrics: `ingest_worker_up` is 1 from its start to
+its end, and `ingest_worker_last_tick_timestamp_seconds` moves with each tick that did not
+fail (`app.observability`).
 """
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+
+from app import observability as events
+from app.wording import counted
 
 MAX_ERROR_WAIT = 5.0
 """The longest wait after failed ticks: a loop picks up within seconds once the database
@@ -49,8 +56,12 @@ class Loop:
         tick: Callable[[], Awaitable[float]],
         log: logging.Logger,
         wakeup: Wakeup | None = None,
+        role: str | None = None,
     ) -> None:
+        """`name` starts the loop's log lines; `role` (default: the name) labels its
+        liveness metrics, so it names what runs (worker, webhooks), not which instance."""
         self.name = name
+        self.role = role or name
         self.tick = tick
         self.log = log
         self.wakeup = wakeup or Wakeup()
@@ -66,6 +77,13 @@ class Loop:
         self.wakeup.set()
 
     async def run(self) -> None:
+        events.loop_started(self.role)
+        try:
+            await self._run()
+        finally:
+            events.loop_stopped(self.role)
+
+    async def _run(self) -> None:
         failed = 0
         traced: set[str] = set()
         while not self.stopping.is_set():
@@ -84,8 +102,11 @@ class Loop:
                 )
                 traced.add(error)
             else:
+                events.loop_ticked(self.role)
                 if failed:
-                    self.log.info("%s: recovered after %d failed attempts", self.name, failed)
+                    self.log.info(
+                        "%s: recovered after %s", self.name, counted(failed, "failed attempt")
+                    )
                 failed, traced = 0, set()
             if wait > 0 and not self.stopping.is_set():
                 await self.wakeup.wait(wait)

@@ -6,34 +6,57 @@ share counts. Nothing here counts anything by itself: `app.observability` does, 
 job transition.
 
 Every process is scraped on its own (no multiprocess mode): `ingest serve` on
-`GET /metrics`, `ingest worker` on INGEST_METRICS_PORT. Counters and histograms are the
-process's own; sum them across processes in PromQL. The gauges that describe the whole
-queue (jobs by status, oldest due job, paused domains) are read from the database at
-scrape time by `GET /metrics` only, so worker processes do not repeat them.
+`GET /metrics`, `ingest worker` on INGEST_METRICS_PORT (`serve`: `/metrics` and the worker's
+`/healthz`, nothing else). Counters and histograms are the process's own; sum them across
+processes in PromQL. The gauges that describe the whole queue (jobs by status, oldest due
+job, paused domains) are read from the database at scrape time by `GET /metrics` only, so
+worker processes do not repeat them. Each registry also carries the process's own
+resources (`process_*`: CPU, memory, open files) and the garbage collector's counts
+(`python_gc_*`), as prometheus-client's default registry would.
 """
 
+import json
+import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from wsgiref.simple_server import WSGIServer
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    make_wsgi_app,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import generate_latest
+from prometheus_client.exposition import ThreadingWSGIServer, generate_latest
 from prometheus_client.registry import Collector
 
 # A fetch is bounded by INGEST_FETCH_TIMEOUT_SECONDS (30 s by default).
 FETCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
 # From "picked up at once" to "a backlog of an hour".
 LAG_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
+# A callback POST is bounded by INGEST_WEBHOOK_TIMEOUT_SECONDS (10 s by default).
+WEBHOOK_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class Metrics:
     """The instruments of one process, on a registry of their own."""
 
     def __init__(self) -> None:
+        # prometheus-client's switch for the `_created` series of counters and histograms
+        # is one flag for the whole process (read at each scrape), not a registry's. Every
+        # registry of an ingest process is a `Metrics`', so building one turns it off.
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
         self.registry = CollectorRegistry()
         registry = self.registry
+        ProcessCollector(registry=registry)
+        GCCollector(registry=registry)
         self.submitted = Counter(
             "ingest_jobs_submitted",
             "Jobs accepted (POST /jobs, POST /jobs/batch).",
@@ -70,17 +93,91 @@ class Metrics:
             buckets=LAG_BUCKETS,
             registry=registry,
         )
+        self.webhook_deliveries = Counter(
+            "ingest_webhook_deliveries",
+            "Callback POSTs that ended, by outcome: delivered, retrying (failed, tried again "
+            "later) or dead (failed for good).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.webhook_duration = Histogram(
+            "ingest_webhook_duration_seconds",
+            "Duration of one callback POST (connect, send, the answer's head), by outcome.",
+            ["outcome"],
+            buckets=WEBHOOK_BUCKETS,
+            registry=registry,
+        )
+        self.loop_up = Gauge(
+            "ingest_worker_up",
+            "1 while the loop runs, 0 once it stopped; loop: worker (jobs) or webhooks.",
+            ["loop"],
+            registry=registry,
+        )
+        self.loop_last_tick = Gauge(
+            "ingest_worker_last_tick_timestamp_seconds",
+            "Unix time the loop last finished a pass without error (an idle loop passes at "
+            "least every INGEST_POLL_INTERVAL_SECONDS).",
+            ["loop"],
+            registry=registry,
+        )
+
+    def running(self, loop: str) -> bool:
+        """Whether `loop` (worker, webhooks) runs, as `ingest_worker_up` says."""
+        return self.registry.get_sample_value("ingest_worker_up", {"loop": loop}) == 1
 
     def serve(self, port: int, host: str) -> "MetricsServer":
-        """Serve this registry on http://host:port/metrics in a thread (for `ingest worker`)."""
-        server, thread = start_http_server(port, host, registry=self.registry)
-        return MetricsServer(server, thread)
+        """Serve, in a thread, `GET /metrics` (this registry) and `GET /healthz` (200 while
+        the job worker's loop runs, else 503) on http://host:port; any other path is 404.
+        For `ingest worker`, whose process has no API to answer them."""
+        return MetricsServer.start(host, port, _endpoints(self))
+
+
+def _endpoints(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
+    """The WSGI app of a worker's metrics port."""
+    scrape = make_wsgi_app(metrics.registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == "/metrics":
+            scraped: Iterable[bytes] = scrape(environ, start_response)
+            return scraped
+        if path == "/healthz":
+            up = metrics.running("worker")
+            body = json.dumps({"status": "ok" if up else "worker not running"}).encode()
+            status = "200 OK" if up else "503 Service Unavailable"
+            start_response(status, [("Content-Type", "application/json")])
+            return [body]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found: this port serves /metrics and /healthz\n"]
+
+    return app
+
+
+class _Quiet(WSGIRequestHandler):
+    """No line per scrape on stderr."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 @dataclass(frozen=True)
 class MetricsServer:
     server: WSGIServer
     thread: threading.Thread
+
+    @classmethod
+    def start(cls, host: str, port: int, app: Callable[..., Iterable[bytes]]) -> "MetricsServer":
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        server_class = type("Server", (ThreadingWSGIServer,), {"address_family": family})
+        server: WSGIServer = make_server(host, port, app, server_class, handler_class=_Quiet)
+        thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+        thread.start()
+        return cls(server, thread)
+
+    @property
+    def port(self) -> int:
+        """The port bound (the one asked for, or the one the system chose for 0)."""
+        return int(self.server.server_address[1])
 
     def close(self) -> None:
         self.server.shutdown()

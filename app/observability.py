@@ -1,12 +1,14 @@
-"""Logs and metrics of the job transitions: one function per transition, called once.
+"""Logs and metrics of the job transitions, webhook deliveries and loops: one function per
+event, called once.
 
-Each function writes the transition's log line and counts it. The lines read the state
+Each function writes the event's log line and counts it. The lines read the state
 they report: "will retry at T" only when the job was rescheduled, and exactly one
 "dead (<reason>)" line, carrying the job id, per death.
 
 Two log formats (INGEST_LOG_FORMAT). `text`: `<time> <LEVEL> <logger>: <message>`.
-`json`: one object per line with the same message and, for a transition, every field of
-`JOB_FIELDS` (null where it does not apply), so log pipelines never parse sentences.
+`json`: one object per line with the same message and, for an event, its fields: every one
+of `JOB_FIELDS` for a job transition, of `DELIVERY_FIELDS` for a webhook delivery (null
+where it does not apply), so log pipelines never parse sentences.
 
 Counts go to the `Metrics` of the app or `ingest worker` process the code runs in, found
 through a context variable: the worker's task is started in a context that holds them
@@ -21,6 +23,7 @@ This module never issues SQL and decides nothing.
 import contextvars
 import json
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -29,8 +32,10 @@ from typing import Any
 from app.metrics import Metrics
 from app.model import (
     AttemptOutcome,
+    ClaimedDelivery,
     Complete,
     DeadReason,
+    DeliveryStatus,
     DomainPause,
     Failure,
     JobStatus,
@@ -39,6 +44,7 @@ from app.model import (
     Outcome,
     Reschedule,
 )
+from app.wording import counted, seconds
 
 log = logging.getLogger("ingest.worker")
 
@@ -63,7 +69,26 @@ JOB_FIELDS = (
 )
 """The keys of a job transition's JSON log line, besides time, level, logger and message."""
 
-_EVENT = "ingest_event"  # the LogRecord attribute that carries a transition's fields
+DELIVERY_FIELDS = (
+    "event",
+    "job_id",
+    "delivery_id",
+    "callback_event",
+    "attempt",
+    "max_attempts",
+    "status",
+    "outcome",
+    "error_kind",
+    "error_type",
+    "http_status",
+    "next_retry_at",
+    "duration_ms",
+)
+"""The keys of a webhook delivery's JSON log line, besides time, level, logger and message.
+`callback_event` is what the callback announces (job.succeeded, job.dead)."""
+
+_EVENT = "ingest_event"  # the LogRecord attribute that carries an event's fields
+webhooks_log = logging.getLogger("ingest.webhooks")
 
 _metrics: contextvars.ContextVar[Metrics | None] = contextvars.ContextVar(
     "ingest_metrics", default=None
@@ -76,7 +101,9 @@ def configure_logging(level: str, log_format: str = "text") -> None:
         JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
     )
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
-    # One line per request would drown the job events.
+    # One line per request would drown the job events. INGEST_ACCESS_LOG turns on ingest's
+    # own access lines instead (`app.api.metrics`): they name the route and the duration,
+    # and carry fields in JSON, which uvicorn's do not.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
@@ -95,6 +122,11 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["traceback"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
+
+
+def carrying(fields: dict[str, Any]) -> dict[str, Any]:
+    """The `extra` of a log call whose JSON line carries `fields` (an access line's)."""
+    return {_EVENT: fields}
 
 
 def recording_into(metrics: Metrics) -> contextvars.Context:
@@ -119,10 +151,6 @@ def timestamp(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def seconds(value: float) -> str:
-    return f"{value:.1f}".rstrip("0").rstrip(".") + "s"
-
-
 def _attempt(job: Lease) -> str:
     return f"job {job.id} attempt {job.attempt}/{job.max_attempts}"
 
@@ -139,7 +167,7 @@ def _fields(event: str, job: Lease, **values: Any) -> dict[str, Any]:
         "deferrals": job.deferrals,
     }
     fields.update(values)
-    return {_EVENT: fields}
+    return carrying(fields)
 
 
 def _failure(failure: Failure) -> dict[str, Any]:
@@ -187,10 +215,10 @@ def _succeeded(outcome: Outcome, decision: Complete) -> None:
         duration_ms=outcome.duration_ms,
     )
     log.info(
-        "%s succeeded: HTTP %d, %d bytes",
+        "%s succeeded: HTTP %d, %s",
         _attempt(lease),
         fetched.http_status,
-        fetched.bytes,
+        counted(fetched.bytes, "byte"),
         extra=fields,
     )
     if (metrics := _metrics.get()) is not None:
@@ -298,19 +326,115 @@ def lease_lost(outcome: Outcome) -> None:
         metrics.fetch_duration.labels(ended["outcome"]).observe(outcome.duration_ms / 1000)
 
 
-def domain_paused(domain: str, pause: DomainPause) -> None:
+def domain_paused(domain: str, pause: DomainPause, consecutive_failures: int) -> None:
+    """`pause` is the one now stored for `domain` (never one the store kept a longer pause
+    over); `consecutive_failures` is the domain's streak as this pause was decided."""
     fields = {
         "event": "domain.paused",
         "domain": domain,
         "paused_until": timestamp(pause.until),
         "reason": pause.reason,
+        "consecutive_failures": consecutive_failures,
     }
     log.warning(
-        "domain %s paused until %s (%s)",
+        "domain %s paused until %s (%s), after %s",
         domain,
         timestamp(pause.until),
         pause.reason,
-        extra={_EVENT: fields},
+        counted(consecutive_failures, "consecutive failure"),
+        extra=carrying(fields),
     )
     if (metrics := _metrics.get()) is not None:
         metrics.domain_pauses.inc()
+
+
+def delivered(claimed: ClaimedDelivery, duration_ms: int) -> None:
+    """A callback POST was answered 2xx: the delivery is done."""
+    fields = _delivery(
+        "delivery.delivered",
+        claimed,
+        status=DeliveryStatus.DELIVERED,
+        outcome="delivered",
+        duration_ms=duration_ms,
+    )
+    webhooks_log.info(
+        "delivery %d of job %s: %s delivered (attempt %d/%d)",
+        claimed.id,
+        claimed.job_id,
+        claimed.event,
+        claimed.attempt,
+        claimed.max_attempts,
+        extra=carrying(fields),
+    )
+    _count_delivery("delivered", duration_ms)
+
+
+def delivery_failed(
+    claimed: ClaimedDelivery, failure: Failure, retry_at: datetime | None, duration_ms: int
+) -> None:
+    """A callback POST failed: the delivery is tried again at `retry_at`, or dead (None)."""
+    after: dict[str, Any] = {"status": DeliveryStatus.DEAD}
+    then = "dead"
+    if retry_at is not None:
+        then = f"will retry at {timestamp(retry_at)}"
+        after = {"status": DeliveryStatus.PENDING, "next_retry_at": timestamp(retry_at)}
+    fields = _delivery(
+        "delivery.failed",
+        claimed,
+        **after,
+        outcome=failure.kind,
+        error_kind=failure.kind,
+        error_type=failure.type,
+        http_status=failure.http_status,
+        duration_ms=duration_ms,
+    )
+    webhooks_log.warning(
+        "delivery %d of job %s: %s failed (attempt %d/%d): %s (%s); %s",
+        claimed.id,
+        claimed.job_id,
+        claimed.event,
+        claimed.attempt,
+        claimed.max_attempts,
+        failure.label,
+        failure.kind,
+        then,
+        extra=carrying(fields),
+    )
+    _count_delivery("dead" if retry_at is None else "retrying", duration_ms)
+
+
+def _delivery(event: str, claimed: ClaimedDelivery, **values: Any) -> dict[str, Any]:
+    fields = dict.fromkeys(DELIVERY_FIELDS)
+    fields |= {
+        "event": event,
+        "job_id": claimed.job_id,
+        "delivery_id": claimed.id,
+        "callback_event": claimed.event,
+        "attempt": claimed.attempt,
+        "max_attempts": claimed.max_attempts,
+    }
+    fields.update(values)
+    return fields
+
+
+def _count_delivery(outcome: str, duration_ms: int) -> None:
+    if (metrics := _metrics.get()) is not None:
+        metrics.webhook_deliveries.labels(outcome).inc()
+        metrics.webhook_duration.labels(outcome).observe(duration_ms / 1000)
+
+
+def loop_started(name: str) -> None:
+    """A background loop (worker, webhooks) began: `ingest_worker_up` is 1 until it stops."""
+    if (metrics := _metrics.get()) is not None:
+        metrics.loop_up.labels(name).set(1)
+
+
+def loop_ticked(name: str) -> None:
+    """A pass of the loop ended without error (no log line: there is one every poll)."""
+    if (metrics := _metrics.get()) is not None:
+        metrics.loop_last_tick.labels(name).set(time.time())
+
+
+def loop_stopped(name: str) -> None:
+    if (metrics := _metrics.get()) is not None:
+        metrics.loop_up.labels(name).set(0)

@@ -58,6 +58,7 @@ from app.model import (
     Reschedule,
 )
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
+from app.wording import seconds
 
 # gaierror codes that mean the name does not exist, as opposed to a resolver hiccup.
 _NAME_NOT_FOUND = frozenset(
@@ -267,6 +268,11 @@ def domain_pause(
     failures once `domain_failure_threshold` of them follow each other. The pause lasts what
     Retry-After asks, else the backoff for the consecutive count. Fatal failures (a 404)
     never pause a domain.
+
+    The reason says what paused the domain and what set the length ("HTTP 500, backoff
+    30s"), not the count: the domain's `consecutive_failures` moves on while the pause
+    stands (a later success resets it), and a count frozen in the reason would contradict
+    it in `GET /domains`.
     """
     if domain_signal(failure) is not DomainSignal.FAILING:
         return None
@@ -278,7 +284,7 @@ def domain_pause(
         delay, why = asked, f"{failure.label}, Retry-After {asked:g}s"
     else:
         delay = _backoff(consecutive_failures, settings, rand)
-        why = f"{failure.label}, {consecutive_failures} consecutive failures"
+        why = f"{failure.label}, backoff {seconds(delay)}"
     return DomainPause(now + timedelta(seconds=delay), why)
 
 

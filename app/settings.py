@@ -260,6 +260,11 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         "text", description="text: one sentence per line; json: one JSON object per line."
     )
+    access_log: bool = Field(
+        False,
+        description="One log line per HTTP request answered by `ingest serve` "
+        "(logger ingest.access: method, target, status, duration).",
+    )
     metrics_port: int = Field(
         0,
         ge=0,

@@ -26,11 +26,13 @@ import hmac
 import json
 import logging
 import random
+import time
 from collections.abc import Callable
 
 import httpx
 
 from app import __version__, policy
+from app import observability as events
 from app.clock import Clock
 from app.fetch.guard import (
     BlockedDestination,
@@ -125,26 +127,19 @@ class Deliverer:
             {"event": claimed.event, "job": JobOut.of(job).model_dump(mode="json")},
             separators=(",", ":"),
         ).encode()
+        started = time.perf_counter()
         failure = await self._post(claimed.url, body)
+        duration_ms = int((time.perf_counter() - started) * 1000)
         now = self.clock()
         if failure is None:
             await self.deliveries.delivered(claimed, now)
-            log.info("delivery %d of job %s: %s delivered", claimed.id, job.id, claimed.event)
+            events.delivered(claimed, duration_ms)
             return
         retry_at = policy.delivery_retry_at(
             failure, claimed.attempt, claimed.max_attempts, now, self.settings, self.rand
         )
         await self.deliveries.failed(claimed, failure, now, retry_at)
-        what = f"retry at {retry_at.isoformat()}" if retry_at else "dead"
-        log.warning(
-            "delivery %d of job %s failed (attempt %d/%d): %s; %s",
-            claimed.id,
-            job.id,
-            claimed.attempt,
-            claimed.max_attempts,
-            failure.label,
-            what,
-        )
+        events.delivery_failed(claimed, failure, retry_at, duration_ms)
 
     async def _post(self, url: str, body: bytes) -> Failure | None:
         timestamp = str(int(self.clock().timestamp()))

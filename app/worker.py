@@ -37,6 +37,7 @@ from app.loop import Loop, Wakeup
 from app.model import Lease
 from app.settings import Settings
 from app.store.queue import Queue
+from app.wording import counted, seconds
 
 log = logging.getLogger("ingest.worker")
 
@@ -63,7 +64,7 @@ class Worker:
         self.settings = settings
         self.clock = clock
         self.id = new_worker_id()
-        self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup)
+        self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup, role="worker")
         self.completer = Completer(queue, settings, clock, rand)
         self.rand = rand
         self._queued: deque[Lease] = deque()
@@ -86,7 +87,9 @@ class Worker:
         return self.settings.worker_concurrency + self.settings.prefetch
 
     async def run(self) -> None:
-        log.info("worker %s started (%d slots)", self.id, self.settings.worker_concurrency)
+        log.info(
+            "worker %s started (%s)", self.id, counted(self.settings.worker_concurrency, "slot")
+        )
         heartbeat = asyncio.create_task(self._heartbeat())
         recording = asyncio.create_task(self.completer.run())
         try:
@@ -178,7 +181,7 @@ class Worker:
         more than INGEST_RETENTION_DAYS ago. Dead jobs stay."""
         deleted = await self.queue.prune(now - timedelta(days=self.settings.retention_days))
         if deleted:
-            log.info("worker %s: deleted %d finished jobs (retention)", self.id, deleted)
+            log.info("worker %s: deleted %s (retention)", self.id, counted(deleted, "finished job"))
 
     @property
     def _take_back_interval(self) -> float:
@@ -226,9 +229,9 @@ class Worker:
             elif lease in self._queued:
                 self._queued.remove(lease)
         log.warning(
-            "worker %s: %d leases were taken back by another worker; their fetches stopped",
+            "worker %s: another worker took back %s; stopped here",
             self.id,
-            len(gone),
+            counted(len(gone), "lease"),
         )
 
     async def _drain(self) -> None:
@@ -243,10 +246,10 @@ class Worker:
             return
         tasks = list(self._running)
         log.info(
-            "worker %s: waiting up to %s for %d in-flight jobs",
+            "worker %s: waiting up to %s for %s",
             self.id,
-            events.seconds(self.settings.shutdown_grace_seconds),
-            len(tasks),
+            seconds(self.settings.shutdown_grace_seconds),
+            counted(len(tasks), "in-flight job"),
         )
         _, pending = await asyncio.wait(tasks, timeout=self.settings.shutdown_grace_seconds)
         for task in pending:

@@ -50,7 +50,7 @@ async def test_rate_limit_pauses_the_domain_and_nothing_else(make_settings, web,
     assert all(web.hits[f"/same/{i}"][0] - limited_at >= 1.9 for i in range(3))
     assert any(
         f"domain {domain} paused until" in r.getMessage()
-        and r.getMessage().endswith("(HTTP 429, Retry-After 2s)")
+        and r.getMessage().endswith("(HTTP 429, Retry-After 2s), after 1 consecutive failure")
         for r in caplog.records
     )
 

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import IO
 
 import httpx
 import sqlalchemy as sa
@@ -136,6 +137,73 @@ async def test_with_api_keys_metrics_need_an_admin_key(make_settings):
     assert (401, 403, 200) == (anonymous.status_code, tenant.status_code, admin.status_code)
 
 
+PROCESS_FAMILIES = {
+    "process_virtual_memory_bytes",
+    "process_resident_memory_bytes",
+    "process_start_time_seconds",
+    "process_cpu_seconds_total",
+    "process_open_fds",
+    "process_max_fds",
+    "python_gc_objects_collected_total",
+    "python_gc_objects_uncollectable_total",
+    "python_gc_collections_total",
+}
+"""prometheus-client's process (Linux /proc) and garbage-collector collectors."""
+
+WORKER_FAMILIES = PROCESS_FAMILIES | {
+    "ingest_jobs_submitted_total",
+    "ingest_attempts_total",
+    "ingest_jobs_finished_total",
+    "ingest_domain_pauses_total",
+    "ingest_fetch_duration_seconds",
+    "ingest_queue_lag_seconds",
+    "ingest_webhook_deliveries_total",
+    "ingest_webhook_duration_seconds",
+    "ingest_worker_up",
+    "ingest_worker_last_tick_timestamp_seconds",
+}
+"""What `ingest worker`'s metrics port serves: README's Metrics table lists the same."""
+
+APP_FAMILIES = WORKER_FAMILIES | {
+    "ingest_http_requests_total",
+    "ingest_http_request_duration_seconds",
+    "ingest_database_up",
+    "ingest_jobs",
+    "ingest_oldest_due_job_age_seconds",
+    "ingest_paused_domains",
+}
+"""What `GET /metrics` of the app serves: the worker's, the API's requests, the queue."""
+
+
+def families(text: str) -> set[str]:
+    """The metric families of a scrape, named as its `# TYPE` lines name them."""
+    return {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+
+
+def sample_names(text: str) -> set[str]:
+    return {
+        sample.name for family in text_string_to_metric_families(text) for sample in family.samples
+    }
+
+
+async def test_the_app_serves_exactly_the_listed_families(make_settings):
+    """GET /metrics of an app with its worker: the listed families, none else, and no
+    `_created` series; both loops up."""
+    async with running_app(make_settings()) as (_, client):
+
+        async def ticked() -> str | None:
+            text = (await client.get("/metrics")).text
+            ticks = "ingest_worker_last_tick_timestamp_seconds{"
+            return text if text.count(ticks) == 2 else None
+
+        text = await eventually(ticked)
+    samples = parse(text)
+    assert APP_FAMILIES == families(text)
+    assert not any(name.endswith("_created") for name in sample_names(text))
+    assert 1 == samples[("ingest_worker_up", (("loop", "worker"),))]
+    assert 1 == samples[("ingest_worker_up", (("loop", "webhooks"),))]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -143,7 +211,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def worker_process(database_url: str, port: int) -> Iterator[subprocess.Popen]:
+def worker_process(
+    database_url: str, port: int, stderr: IO[bytes] | None = None, level: str = "WARNING"
+) -> Iterator[subprocess.Popen]:
     """`ingest worker` in its own process, serving its metrics on `port`."""
     env = {
         **os.environ,
@@ -151,14 +221,44 @@ def worker_process(database_url: str, port: int) -> Iterator[subprocess.Popen]:
         "INGEST_METRICS_PORT": str(port),
         "INGEST_ALLOW_PRIVATE_NETWORKS": "true",
         "INGEST_POLL_INTERVAL_SECONDS": "0.1",
-        "INGEST_LOG_LEVEL": "WARNING",
+        "INGEST_LOG_LEVEL": level,
     }
-    process = subprocess.Popen([sys.executable, "-m", "app", "worker"], env=env)
+    process = subprocess.Popen([sys.executable, "-m", "app", "worker"], env=env, stderr=stderr)
     try:
         yield process
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=10)
+
+
+async def test_a_worker_port_serves_metrics_and_its_health_only(database_url, tmp_path):
+    """`ingest worker`'s metrics port: the listed families without `_created` series,
+    /healthz 200 while its worker runs, 404 anywhere else; the log names the port."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with (
+        (tmp_path / "stderr").open("wb") as stderr,
+        worker_process(database_url, port, stderr, level="INFO") as process,
+    ):
+        async with httpx.AsyncClient(base_url=base) as scraper:
+
+            async def healthy() -> httpx.Response | None:
+                try:
+                    response = await scraper.get("/healthz")
+                except httpx.TransportError:
+                    return None
+                return response if response.status_code == 200 else None
+
+            health = await eventually(healthy, timeout=20)
+            text = (await scraper.get("/metrics")).text
+            elsewhere = [(await scraper.get(path)).status_code for path in ("/", "/jobs")]
+    log = (tmp_path / "stderr").read_text()
+    assert 0 == process.returncode
+    assert {"status": "ok"} == health.json()
+    assert WORKER_FAMILIES == families(text)
+    assert not any(name.endswith("_created") for name in sample_names(text))
+    assert [404, 404] == elsewhere
+    assert f"worker metrics on http://127.0.0.1:{port}: /metrics, and /healthz" in log
 
 
 async def test_a_worker_process_serves_its_own_metrics(database_url, make_settings, web):

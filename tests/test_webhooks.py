@@ -4,11 +4,13 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from app.model import ErrorKind, Failure, NewJob
+from app.observability import JsonFormatter
 from app.settings import Settings
 from app.store.database import Database
 from app.store.deliveries import DeliveryStore
@@ -17,6 +19,7 @@ from app.store.queue import Queue
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.outcomes import take_back_expired
 from tests.receivers import Receiver
+from tests.test_metrics import parse
 from tests.webserver import Reply, ScriptedServer
 
 SECRET = "s3cret-for-tests"
@@ -87,13 +90,30 @@ async def test_dead_job_posts_job_dead(make_settings, web):
     assert "Ingest-Timestamp" in headers
 
 
-async def test_failing_receiver_is_retried_with_backoff(make_settings, web):
-    """A receiver that answers 500 twice then 200 gets exactly 3 POSTs; the job stays succeeded."""
+async def test_failing_receiver_is_retried_with_backoff(make_settings, web, caplog):
+    """A receiver that answers 500 twice then 200 gets exactly 3 POSTs; the job stays
+    succeeded. Each POST is one JSON delivery event, and counted by outcome."""
+    caplog.set_level(logging.INFO, logger="ingest.webhooks")
     hook = web.script("/hook", Reply(500), Reply(500), Reply(200))
     async with running_app(make_settings(webhook_secret=SECRET)) as (_, client):
         job = await submit(client, web.url("/page"), hook)
         delivery = await settled(client, job["id"], "delivered")
         assert "succeeded" == (await client.get(f"/jobs/{job['id']}")).json()["status"]
+        samples = parse((await client.get("/metrics")).text)
+    posted = [
+        json.loads(JsonFormatter().format(r)) for r in caplog.records if r.name == "ingest.webhooks"
+    ]
+    assert [
+        ("delivery.failed", job["id"], 1, "pending", 500),
+        ("delivery.failed", job["id"], 2, "pending", 500),
+        ("delivery.delivered", job["id"], 3, "delivered", None),
+    ] == [(e["event"], e["job_id"], e["attempt"], e["status"], e["http_status"]) for e in posted]
+    assert {delivery["id"]} == {e["delivery_id"] for e in posted}
+    deliveries_total = "ingest_webhook_deliveries_total"
+    assert (2, 1) == (
+        samples[(deliveries_total, (("outcome", "retrying"),))],
+        samples[(deliveries_total, (("outcome", "delivered"),))],
+    )
     assert 3 == len(web.posts["/hook"])
     assert (3, "transient", 500) == (
         delivery["attempts"],

@@ -171,6 +171,20 @@ async def test_graceful_shutdown_hands_the_job_back(make_settings, web):
     assert ("pending", 0, None) == (back["status"], back["attempts"], back["retry_after"])
 
 
+async def test_counts_of_one_read_in_the_singular(make_settings, web, caplog):
+    """A one-slot worker stopped during one fetch says "1 slot" and "1 in-flight job"."""
+    url = web.script("/stuck", Reply(delay=5), Reply(200))
+    caplog.set_level(logging.INFO, logger="ingest.worker")
+    settings = make_settings(worker_concurrency=1, shutdown_grace_seconds=0.2)
+    async with running_app(settings) as (app, client):
+        job = await submit(client, url)
+        await eventually(lambda: _running(client, job["id"]))
+        worker = app.state.runtime.worker.id
+    lines = [r.getMessage() for r in caplog.records]
+    assert f"worker {worker} started (1 slot)" in lines
+    assert f"worker {worker}: waiting up to 0.2s for 1 in-flight job" in lines
+
+
 async def test_heartbeats_go_on_through_the_grace_period(make_settings, web):
     """Stopped during a fetch longer than its lease, with a longer grace: the worker keeps
     renewing the lease while it waits, so another worker has nothing to take back, and the

@@ -61,6 +61,21 @@ async def test_failed_ticks_are_logged_once_with_a_trace_and_retried(caplog, mon
     assert any("recovered after 3 failed attempts" in r.getMessage() for r in caplog.records)
 
 
+async def test_one_failed_tick_reads_in_the_singular(caplog, monkeypatch):
+    """Recovering after a single failed tick says "1 failed attempt"."""
+
+    async def no_wait(self, timeout: float) -> None:
+        pass
+
+    monkeypatch.setattr("app.loop.Wakeup.wait", no_wait)
+    ticks = Ticks(failures=1)
+    loop = Loop("worker w", ticks, logging.getLogger("ingest.worker"))
+    ticks.loop = loop
+    caplog.set_level(logging.INFO, logger="ingest.worker")
+    await asyncio.wait_for(loop.run(), 5)
+    assert "worker w: recovered after 1 failed attempt" == caplog.records[-1].getMessage()
+
+
 async def test_a_wakeup_cuts_the_wait_short():
     """A tick that asks for a long wait is followed at once by the next after a wake-up."""
     calls = []

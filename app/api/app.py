@@ -59,11 +59,12 @@ def create_app(
         generate_unique_id_function=_operation_id,
     )
     problems.install(app)
-    metrics.install(app, app_metrics)
     # Each added middleware wraps the ones before: the body limit runs first, before anything
-    # reads or parses a body, and before any route looks at the API key.
+    # reads or parses a body, and before any route looks at the API key; the metrics wrap
+    # them all, so their refusals are counted too.
     app.add_middleware(CrossSiteGuard)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    metrics.install(app, app_metrics, settings.access_log)
     app.include_router(jobs.router)
     app.include_router(deliveries.router)
     app.include_router(content.router)

@@ -5,6 +5,7 @@ worker and no API, so it never imports FastAPI.
 """
 
 import asyncio
+import logging
 import signal
 
 import typer
@@ -13,6 +14,8 @@ from app.cli.runner import fail, load_settings
 from app.metrics import Metrics
 from app.observability import configure_logging
 from app.settings import Settings
+
+log = logging.getLogger("ingest.worker")
 
 
 def serve_api(host: str | None, port: int | None) -> None:
@@ -43,6 +46,11 @@ def run_worker(metrics_port: int | None) -> None:
             server = metrics.serve(port, settings.host)
         except OSError as exc:
             fail(f"cannot serve metrics on {settings.host}:{port}: {exc}")
+        log.info(
+            "worker metrics on http://%s:%d: /metrics, and /healthz (200 while the worker runs)",
+            settings.host,
+            server.port,
+        )
     try:
         asyncio.run(_work(settings, metrics))
     finally:

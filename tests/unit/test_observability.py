@@ -2,6 +2,7 @@
 
 import json
 import logging
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -11,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app import observability as events
 from app.metrics import Metrics, exposition
 from app.model import (
+    ClaimedDelivery,
     DeadReason,
     Deferral,
     DomainPause,
@@ -187,16 +189,31 @@ def test_reclaimed_released_and_lost_events(caplog):
 
 
 def test_domain_pause_event(caplog):
-    """A domain pause: its sentence and its own event."""
-    events.domain_paused("example.com", DomainPause(NOW, "HTTP 429"))
+    """A domain pause: its sentence and its own event, with the streak that paused it."""
+    events.domain_paused("example.com", DomainPause(NOW, "HTTP 500, backoff 40s"), 3)
     [record] = caplog.records
     line = as_json(record)
-    assert "domain example.com paused until 2026-11-30T03:12:04.411Z (HTTP 429)" == line["message"]
-    assert ("domain.paused", "example.com", "HTTP 429") == (
+    assert (
+        "domain example.com paused until 2026-11-30T03:12:04.411Z (HTTP 500, backoff 40s), "
+        "after 3 consecutive failures"
+    ) == line["message"]
+    assert ("domain.paused", "example.com", "HTTP 500, backoff 40s", 3) == (
         line["event"],
         line["domain"],
         line["reason"],
+        line["consecutive_failures"],
     )
+
+
+def test_counts_of_one_read_in_the_singular(caplog):
+    """A one-byte body and a pause after one failure say "1 byte" and "1 consecutive
+    failure"."""
+    tiny = replace(RESULT, bytes=1)
+    events.recorded(succeeded(LEASE, tiny, 5))
+    events.domain_paused("example.com", DomainPause(NOW, "HTTP 429, backoff 10s"), 1)
+    success, pause = (record.getMessage() for record in caplog.records)
+    assert "job job-1 attempt 2/4 succeeded: HTTP 200, 1 byte" == success
+    assert pause.endswith("(HTTP 429, backoff 10s), after 1 consecutive failure")
 
 
 def test_plain_records_have_no_event_fields():
@@ -219,7 +236,7 @@ def test_transitions_count_into_the_metrics_in_force():
         events.recorded(succeeded(LEASE, RESULT, 250))
         events.recorded(failed(LEASE, MarkDead(DeadReason.RETRIES_EXHAUSTED, HTTP_503), 20))
         events.recorded(expired(replace(LEASE, id="job-2", attempt=1), NOW))
-        events.domain_paused("example.com", DomainPause(NOW, "HTTP 429"))
+        events.domain_paused("example.com", DomainPause(NOW, "HTTP 429"), 1)
     events.jobs_submitted(5)  # outside again
     got = counted(metrics)
     assert 3 == got[("ingest_jobs_submitted_total", ())]
@@ -257,3 +274,87 @@ def test_configure_logging_json_writes_one_object_per_line(capsys):
         root.setLevel(saved[1])
     lines = capsys.readouterr().err.splitlines()
     assert ["job.succeeded", None] == [json.loads(line).get("event") for line in lines]
+
+
+CLAIMED = ClaimedDelivery(7, "job-1", "job.succeeded", "https://hooks.example/x", 2, 8)
+
+
+def test_delivery_events(caplog):
+    """A delivered callback, one to retry and a dead one: their sentences, and JSON events
+    with every delivery field."""
+    refused = Failure(ErrorKind.TRANSIENT, "HTTPStatus", "HTTP 500", 500)
+    gone = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 410", 410)
+    events.delivered(CLAIMED, 31)
+    events.delivery_failed(CLAIMED, refused, NOW, 12)
+    events.delivery_failed(CLAIMED, gone, None, 9)
+    delivered, retrying, dead = (as_json(record) for record in caplog.records)
+    common = {
+        "level": "INFO",
+        "logger": "ingest.webhooks",
+        "job_id": "job-1",
+        "delivery_id": 7,
+        "callback_event": "job.succeeded",
+        "attempt": 2,
+        "max_attempts": 8,
+    }
+    assert {
+        **common,
+        "message": "delivery 7 of job job-1: job.succeeded delivered (attempt 2/8)",
+        "event": "delivery.delivered",
+        "status": "delivered",
+        "outcome": "delivered",
+        "error_kind": None,
+        "error_type": None,
+        "http_status": None,
+        "next_retry_at": None,
+        "duration_ms": 31,
+    } == {key: value for key, value in delivered.items() if key != "time"}
+    assert {
+        **common,
+        "level": "WARNING",
+        "message": "delivery 7 of job job-1: job.succeeded failed (attempt 2/8): HTTP 500 "
+        "(transient); will retry at 2026-11-30T03:12:04.411Z",
+        "event": "delivery.failed",
+        "status": "pending",
+        "outcome": "transient",
+        "error_kind": "transient",
+        "error_type": "HTTPStatus",
+        "http_status": 500,
+        "next_retry_at": "2026-11-30T03:12:04.411Z",
+        "duration_ms": 12,
+    } == {key: value for key, value in retrying.items() if key != "time"}
+    assert ("dead", None, "fatal", 410) == (
+        dead["status"],
+        dead["next_retry_at"],
+        dead["outcome"],
+        dead["http_status"],
+    )
+    assert dead["message"].endswith("HTTP 410 (fatal); dead")
+    assert set(events.DELIVERY_FIELDS) <= set(dead)
+
+
+def test_deliveries_and_loops_count_into_the_metrics_in_force():
+    """Deliveries by outcome with their durations; a loop is up from start to stop, and
+    its last good tick is a unix time."""
+    metrics = Metrics()
+    with events.recording(metrics):
+        events.delivered(CLAIMED, 250)
+        events.delivery_failed(CLAIMED, HTTP_503, NOW, 10)
+        events.delivery_failed(CLAIMED, HTTP_503, None, 10)
+        events.loop_started("worker")
+        events.loop_started("webhooks")
+        events.loop_ticked("worker")
+        running = counted(metrics)
+        events.loop_stopped("webhooks")
+    got = counted(metrics)
+    deliveries = "ingest_webhook_deliveries_total"
+    assert (1, 1, 1) == tuple(
+        got[(deliveries, (("outcome", outcome),))] for outcome in ("delivered", "retrying", "dead")
+    )
+    duration = ("ingest_webhook_duration_seconds_sum", (("outcome", "delivered"),))
+    assert 0.25 == got[duration]
+    up = "ingest_worker_up"
+    assert (1, 1) == (running[(up, (("loop", "worker"),))], running[(up, (("loop", "webhooks"),))])
+    assert (1, 0) == (got[(up, (("loop", "worker"),))], got[(up, (("loop", "webhooks"),))])
+    tick = got[("ingest_worker_last_tick_timestamp_seconds", (("loop", "worker"),))]
+    assert abs(time.time() - tick) < 60

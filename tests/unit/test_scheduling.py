@@ -35,7 +35,7 @@ TIMEOUT = Failure(ErrorKind.TRANSIENT, "ConnectTimeout", "timed out")
         (
             http(429, ErrorKind.RATE_LIMITED),
             1,
-            DomainPause(NOW + timedelta(seconds=10), "HTTP 429, 1 consecutive failures"),
+            DomainPause(NOW + timedelta(seconds=10), "HTTP 429, backoff 10s"),
         ),
         (
             http(503, ErrorKind.RATE_LIMITED, "30"),
@@ -45,19 +45,19 @@ TIMEOUT = Failure(ErrorKind.TRANSIENT, "ConnectTimeout", "timed out")
         (
             http(503, ErrorKind.TRANSIENT),
             2,
-            DomainPause(NOW + timedelta(seconds=20), "HTTP 503, 2 consecutive failures"),
+            DomainPause(NOW + timedelta(seconds=20), "HTTP 503, backoff 20s"),
         ),
         (TIMEOUT, 2, None),
         (
             TIMEOUT,
             3,
-            DomainPause(NOW + timedelta(seconds=40), "ConnectTimeout, 3 consecutive failures"),
+            DomainPause(NOW + timedelta(seconds=40), "ConnectTimeout, backoff 40s"),
         ),
         (http(500, ErrorKind.TRANSIENT), 1, None),
         (
             http(500, ErrorKind.TRANSIENT),
             4,
-            DomainPause(NOW + timedelta(seconds=80), "HTTP 500, 4 consecutive failures"),
+            DomainPause(NOW + timedelta(seconds=80), "HTTP 500, backoff 80s"),
         ),
         (http(404, ErrorKind.FATAL), 9, None),
         (Failure(ErrorKind.FATAL, "NameNotFound", "nx"), 9, None),

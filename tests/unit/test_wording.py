@@ -1,0 +1,20 @@
+"""app.wording: counts that read right in the singular, short durations."""
+
+import pytest
+
+from app.wording import counted, seconds
+
+
+@pytest.mark.parametrize(
+    ("number", "expected"),
+    [(0, "0 in-flight jobs"), (1, "1 in-flight job"), (2, "2 in-flight jobs")],
+)
+def test_counted(number, expected):
+    """One is singular; zero and more are plural."""
+    assert expected == counted(number, "in-flight job")
+
+
+@pytest.mark.parametrize(("value", "expected"), [(60.0, "60s"), (55.24, "55.2s"), (0.2, "0.2s")])
+def test_seconds(value, expected):
+    """A tenth of a second at most, no trailing zeros."""
+    assert expected == seconds(value)
