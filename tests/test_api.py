@@ -298,3 +298,15 @@ async def test_docs_are_served_without_a_cdn(client):
     script = await client.get("/static-offline-docs/swagger-ui-bundle.js")
     assert 200 == script.status_code
     assert len(script.content) > 100_000
+
+
+async def test_delete_answers_204_without_body_or_content_type(client):
+    """DELETE /jobs/{id}: 204 with no body and no content-type (there is no content)."""
+    job = (await post_job(client)).json()
+    assert 200 == (await client.post(f"/jobs/{job['id']}/cancel")).status_code
+    response = await client.delete(f"/jobs/{job['id']}")
+    assert (204, b"", None) == (
+        response.status_code,
+        response.content,
+        response.headers.get("content-type"),
+    )

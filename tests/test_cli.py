@@ -8,21 +8,35 @@ import asyncio
 import json
 import re
 import socket
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
+from app.clock import utc_now
+from app.model import NewJob
+from app.store.database import Database
+from app.store.jobs import JobStore
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.webserver import Reply
 
 runner = CliRunner()
 
 
-def ingest(*args: str) -> Result:
-    return runner.invoke(cli, list(args))
+def ingest(*args: str, columns: int = 200) -> Result:
+    """`ingest *args` with its output `columns` wide (captured output has no terminal)."""
+    return runner.invoke(cli, list(args), env={"COLUMNS": str(columns)})
+
+
+def json_lines(output: str) -> list:
+    """The values of `--json` output, each line written as the API writes JSON: compact."""
+    values = [json.loads(line) for line in output.splitlines()]
+    compact = [json.dumps(v, ensure_ascii=False, separators=(",", ":")) for v in values]
+    assert compact == output.splitlines()
+    return values
 
 
 def one_line_error(result: Result) -> str:
@@ -98,7 +112,7 @@ def test_list_json_is_the_api_model(made):
     """--json prints one line per job, each equal to what GET /jobs/{id} answers."""
     result = ingest("jobs", "list", "--status", "dead", "--json")
     assert 0 == result.exit_code, result.output
-    assert [made["gone"]] == [json.loads(line) for line in result.stdout.splitlines()]
+    assert [made["gone"]] == json_lines(result.stdout)
 
 
 def test_list_filters(made):
@@ -116,6 +130,14 @@ def test_list_filters(made):
     assert [] == ids("--domain", "elsewhere.example")
     assert 4 == len(ids("--domain", made["ok"]["domain"]))
     assert [made["cancelled"]["id"]] == ids("--limit", "1")
+
+
+def test_status_names_ignore_case(made):
+    """--status DEAD,Cancelled is --status dead,cancelled."""
+    result = ingest("jobs", "list", "--json", "--status", "DEAD,Cancelled")
+    assert 0 == result.exit_code, result.output
+    listed = {json.loads(line)["id"] for line in result.stdout.splitlines()}
+    assert {made["gone"]["id"], made["cancelled"]["id"]} == listed
 
 
 def test_list_rejects_an_unknown_status(made):
@@ -138,12 +160,24 @@ def test_show_prints_the_job_and_its_attempts(made):
     )
 
 
-def test_show_json_matches_the_api(made):
-    """`jobs show --json` is the API's job and its attempts."""
+def test_show_json_is_what_the_api_answers(made):
+    """`jobs show --json` prints exactly GET /jobs/{id}; with --attempts, the job beside
+    GET /jobs/{id}/attempts's items."""
     gone, attempts = made["gone"], made["gone_attempts"]["items"]
-    result = ingest("jobs", "show", gone["id"], "--json")
-    assert 0 == result.exit_code, result.output
-    assert {"job": gone, "attempts": attempts} == json.loads(result.stdout)
+    alone = ingest("jobs", "show", gone["id"], "--json")
+    both = ingest("jobs", "show", gone["id"], "--json", "--attempts")
+    assert (0, 0) == (alone.exit_code, both.exit_code), alone.output + both.output
+    assert [gone] == json_lines(alone.stdout)
+    assert [{"job": gone, "attempts": attempts}] == json_lines(both.stdout)
+
+
+def test_attempts_needs_json():
+    """--attempts without --json is a usage error: the table always shows the attempts."""
+    result = ingest("jobs", "show", "0172ff91", "--attempts")
+    assert 2 == result.exit_code
+    assert "error: --attempts goes with --json (the table always shows them)" == (
+        one_line_error(result)
+    )
 
 
 def test_retry_a_dead_job_then_a_conflict(made):
@@ -152,7 +186,7 @@ def test_retry_a_dead_job_then_a_conflict(made):
     result = ingest("jobs", "retry", gone)
     assert 0 == result.exit_code, result.output
     assert f"job {gone}: pending, due now, attempts 0/4\n" == result.stdout
-    shown = json.loads(ingest("jobs", "show", gone, "--json").stdout)["job"]
+    shown = json.loads(ingest("jobs", "show", gone, "--json").stdout)
     assert ("pending", 0, None) == (shown["status"], shown["attempts"], shown["dead_reason"])
     refused = ingest("jobs", "retry", ok)
     assert 1 == refused.exit_code
@@ -169,11 +203,17 @@ def test_retry_all_dead_by_domain(made):
 
 
 def test_retry_needs_an_id_or_all_dead(made):
-    """Neither, both, or --domain without --all-dead: one-line usage errors."""
-    for args in ([], [made["gone"]["id"], "--all-dead"], [made["gone"]["id"], "--domain", "x"]):
+    """Neither, both, or --domain without --all-dead: one-line usage errors saying which."""
+    gone = made["gone"]["id"]
+    expected = {
+        (): "error: give a job id or --all-dead",
+        (gone, "--all-dead"): "error: give a job id or --all-dead, not both",
+        (gone, "--domain", "x"): "error: --domain goes with --all-dead",
+    }
+    for args, error in expected.items():
         result = ingest("jobs", "retry", *args)
         assert 2 == result.exit_code, args
-        assert one_line_error(result).startswith("error: ")
+        assert error == one_line_error(result)
 
 
 def test_cancel_a_pending_job_then_again(made):
@@ -207,10 +247,120 @@ def test_stats(made):
     """`ingest stats` counts what GET /stats counts; --json is its model."""
     result = ingest("stats", "--json")
     assert 0 == result.exit_code, result.output
-    assert made["stats"]["counts"] == json.loads(result.stdout)["counts"]
+    assert made["stats"]["counts"] == json_lines(result.stdout)[0]["counts"]
     table = ingest("stats").stdout
     assert re.search(r"^succeeded\s+1$", table, re.M), table
     assert re.search(r"^oldest pending job: \d", table, re.M), table
+
+
+LONG_URL = "https://very-long-host-name.example.com/" + "/".join(["segment"] * 20) + "/end.html"
+
+
+def submit_long_url(database_url: str) -> str:
+    """A pending job with a 190-character URL, submitted through the store."""
+
+    async def submit() -> str:
+        database = Database(database_url)
+        try:
+            new = NewJob(LONG_URL, "very-long-host-name.example.com", "default", 4)
+            return (await JobStore(database, utc_now).submit([new]))[0].id
+        finally:
+            await database.dispose()
+
+    return asyncio.run(submit())
+
+
+def widest(output: str) -> int:
+    return max(len(line.rstrip()) for line in output.splitlines())
+
+
+def test_list_at_80_columns(made, database_url):
+    """At 80 columns each job is one line: short id, URL (a long one without its middle),
+    status and last error."""
+    long_id = submit_long_url(database_url)
+    result = ingest("jobs", "list", columns=80)
+    assert 0 == result.exit_code, result.output
+    assert widest(result.stdout) <= 80
+    rows = {line.split()[0]: line.rstrip() for line in result.stdout.splitlines()[2:]}
+    ids = [made[name]["id"] for name in ("ok", "gone", "waiting", "cancelled")] + [long_id]
+    assert sorted(job_id[:8] for job_id in ids) == sorted(rows)
+    assert re.search(r"dead \(fatal\)\s+fatal HTTPStatus 404$", rows[made["gone"]["id"][:8]])
+    assert re.search(r"pending\s+transient HTTPStatus 503$", rows[made["waiting"]["id"][:8]])
+    cut = rows[long_id[:8]].split()[1]
+    head, tail = cut.split("…")
+    assert LONG_URL.startswith(head) and LONG_URL.endswith(tail) and len(head) > 10
+    assert not any(job_id in result.stdout for job_id in ids)
+
+
+def test_list_at_200_columns_and_wide(made, database_url):
+    """At 200 columns: whole ids, attempts, retry time, tenant and creation time; --wide
+    adds whole URLs however narrow the terminal."""
+    long_id = submit_long_url(database_url)
+    result = ingest("jobs", "list", columns=200)
+    wide = ingest("jobs", "list", "--wide", columns=80)
+    assert 0 == result.exit_code == wide.exit_code, result.output + wide.output
+    assert widest(result.stdout) <= 200
+    header = result.stdout.splitlines()[0].split()
+    assert ["ID", "URL", "STATUS", "ATTEMPTS", "RETRY", "AFTER", "(UTC)", "LAST", "ERROR"] == (
+        header[:9]
+    )
+    assert ["TENANT", "CREATED", "(UTC)"] == header[9:]
+    assert re.search(rf"^{made['ok']['id']}\s.*\s1/4\s.*\sshop\s+\d{{4}}-", result.stdout, re.M)
+    assert LONG_URL not in result.stdout
+    assert re.search(rf"^{long_id}\s+{re.escape(LONG_URL)}\s+pending\s", wide.stdout, re.M)
+    assert widest(wide.stdout) > 200
+
+
+def test_show_at_80_columns(made):
+    """`jobs show` at 80 columns: the details and each attempt on lines of at most 80."""
+    gone = made["gone"]
+    narrow = ingest("jobs", "show", gone["id"][:8], columns=80)
+    wide = ingest("jobs", "show", gone["id"][:8], "--wide", columns=80)
+    assert 0 == narrow.exit_code == wide.exit_code, narrow.output + wide.output
+    assert widest(narrow.stdout) <= 80
+    assert re.search(r"^job\s+" + gone["id"], narrow.stdout, re.M)
+    attempt = re.search(r"^\s*1\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s.*$", narrow.stdout, re.M)
+    assert attempt is not None
+    assert re.search(r"fatal\s+HTTPStatus\s+404", attempt[0])
+    assert re.search(r"fatal\s+HTTPStatus\s+404\s+-\s+\S+:\d+:\w+\s+HTTP 404", wide.stdout)
+
+
+def test_short_ids_name_jobs_everywhere(made):
+    """Show, retry, cancel and delete take the first characters of an id (any case)."""
+    gone, waiting = made["gone"]["id"], made["waiting"]["id"]
+    shown = json_lines(ingest("jobs", "show", gone[:8].upper(), "--json").stdout)
+    retried = ingest("jobs", "retry", gone[:8])
+    cancelled = ingest("jobs", "cancel", waiting[:6])
+    deleted = ingest("jobs", "delete", waiting[:8])
+    assert [made["gone"]] == shown
+    assert f"job {gone}: pending, due now, attempts 0/4\n" == retried.stdout
+    assert f"job {waiting}: cancelled\n" == cancelled.stdout
+    assert f"job {waiting}: deleted\n" == deleted.stdout
+
+
+HELP = [[], ["jobs"], ["jobs", "list"], ["jobs", "show"], ["jobs", "retry"], ["stats"]]
+HELP += [["domains"], ["worker"], ["serve"], ["db", "upgrade"], ["openapi"]]
+
+
+def test_help_shows_flags_without_a_value():
+    """No help shows a flag as an option taking a value (`--json <bool>`)."""
+    for command in HELP:
+        result = ingest(*command, "--help")
+        assert 0 == result.exit_code, command
+        assert "<bool>" not in result.stdout, command
+    assert re.search(r"^  --json\s+JSON", ingest("jobs", "list", "--help").stdout, re.M)
+
+
+def test_help_loads_no_web_framework_or_orm():
+    """`ingest jobs list --help` imports neither FastAPI, SQLAlchemy nor Alembic."""
+    code = (
+        "import sys\nfrom app.cli import cli\ntry:\n    cli(['jobs', 'list', '--help'])\n"
+        "except SystemExit:\n    print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.splitlines()[-1].split())
+    assert "typer" in loaded
+    assert set() == loaded & {"fastapi", "starlette", "sqlalchemy", "alembic", "uvicorn", "jinja2"}
 
 
 def closed_port() -> int:
@@ -230,33 +380,6 @@ def test_unreachable_postgresql_is_one_line(monkeypatch, tmp_path):
         line = one_line_error(result)
         assert line.startswith(f"error: database postgresql://ingest:***@127.0.0.1:{port}/x: ")
         assert "s3cret" not in result.output
-
-
-@pytest.mark.parametrize("kind", ["missing", "directory"])
-def test_no_sqlite_file_is_one_line_and_none_is_created(monkeypatch, tmp_path: Path, kind):
-    """A SQLite path with no database file: exit 1, one line; no empty file is left behind."""
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "nowhere" / "ingest.db"
-    if kind == "directory":
-        path.mkdir(parents=True)
-    monkeypatch.setenv("INGEST_DATABASE_URL", f"sqlite:///{path}")
-    result = ingest("jobs", "list")
-    assert 1 == result.exit_code
-    assert f"error: no SQLite database at {path} (create it: ingest db upgrade)" == (
-        one_line_error(result)
-    )
-    assert (kind == "directory") == path.parent.exists()
-
-
-def test_unmigrated_sqlite_file_is_one_line(monkeypatch, tmp_path: Path):
-    """A SQLite file without the tables: exit 1 with the driver's message on one line."""
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "ingest.db"
-    path.touch()
-    monkeypatch.setenv("INGEST_DATABASE_URL", f"sqlite:///{path}")
-    result = ingest("stats")
-    assert 1 == result.exit_code
-    assert f"error: database sqlite:///{path}: no such table: jobs" == one_line_error(result)
 
 
 def test_invalid_settings_are_one_line(monkeypatch, tmp_path):

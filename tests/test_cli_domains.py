@@ -1,6 +1,7 @@
 """`ingest domains` through typer's CliRunner, on a real database."""
 
 import asyncio
+import re
 
 from typer.testing import CliRunner
 
@@ -27,12 +28,22 @@ def test_domains_lists_a_pause_and_resumes_it(database_url, make_settings, web, 
 
     domain = asyncio.run(pause())
     monkeypatch.setenv("INGEST_DATABASE_URL", database_url)
-    listed = runner.invoke(cli, ["domains"])
+    narrow = runner.invoke(cli, ["domains"], env={"COLUMNS": "80"})
+    listed = runner.invoke(cli, ["domains"], env={"COLUMNS": "200"})
     resumed = runner.invoke(cli, ["domains", "--resume", domain])
     unknown = runner.invoke(cli, ["domains", "--resume", "nowhere.test"])
-    assert 0 == listed.exit_code, listed.output
-    assert domain in listed.stdout
-    assert "HTTP 429, Retry-After 600s" in listed.stdout
+    assert 0 == listed.exit_code == narrow.exit_code, listed.output + narrow.output
+    assert re.search(
+        rf"^{domain}\s+\S+ \(in (9m5\ds|10m00s)\)\s+HTTP 429, Retry-After 600s\s",
+        listed.stdout,
+        re.M,
+    )
+    assert re.search(
+        rf"^{domain}\s+\S+ \(in (9m5\ds|10m00s)\)\s+HTTP 429, Retry\S*\s+0\s+1\s*$",
+        narrow.stdout,
+        re.M,
+    )
+    assert max(len(line.rstrip()) for line in narrow.stdout.splitlines()) <= 80
     assert 0 == resumed.exit_code
     assert f"resumed {domain}" in resumed.stdout
     assert "Retry-After" not in resumed.stdout

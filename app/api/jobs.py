@@ -226,6 +226,8 @@ async def cancel_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
     "/{job_id}",
     name="delete_job",
     status_code=status.HTTP_204_NO_CONTENT,
+    # A plain Response: the default JSONResponse would label the empty 204 application/json.
+    response_class=Response,
     responses=responses(404, 409),
 )
 async def delete_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> None:

@@ -16,10 +16,14 @@ from app.cli.domains import domains
 from app.cli.jobs import jobs_cli, stats
 
 # No local variables in a crash report: they hold settings, database URLs and their passwords.
+# Plain Click help: Typer's Rich help shows every flag as taking a value (`--json <bool>`).
 cli = typer.Typer(
-    help="ingest: fetch URLs reliably.", no_args_is_help=True, pretty_exceptions_show_locals=False
+    help="ingest: fetch URLs reliably.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
 )
-db_cli = typer.Typer(help="Database schema.", no_args_is_help=True)
+db_cli = typer.Typer(help="Database schema.", no_args_is_help=True, rich_markup_mode=None)
 cli.add_typer(db_cli, name="db")
 cli.add_typer(jobs_cli, name="jobs")
 cli.command("stats")(stats)
@@ -54,7 +58,7 @@ def worker(
 
 @db_cli.command("upgrade")
 def db_upgrade() -> None:
-    """Apply the migrations up to the latest schema."""
+    """Apply the migrations up to the latest schema; says which it applied."""
     from app.cli.run import upgrade
 
     upgrade()

@@ -17,9 +17,12 @@ def domains(
     resume: Annotated[
         str | None, typer.Option(help="Clear this domain's pause now, then list.")
     ] = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column, whole, however wide.")
+    ] = False,
 ) -> None:
     """Domains with pending or running jobs, a pause or a failure streak."""
-    from app.cli.tables import new_console, plain_table, when
+    from app.cli.tables import domains_table, new_console
     from app.clock import utc_now
     from app.store.domains import DomainStore
 
@@ -31,20 +34,7 @@ def domains(
     resumed, items = run_on_store(run)
     if not resumed:
         fail(f"no domain {resume}")
-    now = utc_now()
-    table = plain_table()
-    for column in ("domain", "paused until", "reason", "failures", "in flight", "pending"):
-        table.add_column(column)
-    for item in items:
-        table.add_row(
-            item.domain,
-            when(item.paused_until, now),
-            item.pause_reason or "-",
-            str(item.consecutive_failures),
-            str(item.in_flight),
-            str(item.pending),
-        )
-    console = new_console()
+    console = new_console(wide)
     if resume:
         console.print(f"resumed {resume.lower()}", highlight=False)
-    console.print(table)
+    console.print(domains_table(items, utc_now(), None if wide else console.width))

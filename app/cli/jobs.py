@@ -2,12 +2,14 @@
 
 They run the API's own store code (`JobStore` over `Database`) with the same settings, so
 they work while the server is down; `app.cli.runner` turns expected errors into one line.
+A job is named by its id or the id's first characters (`JobStore.match_id`). `--json`
+prints what the API answers, in the API's compact style: one object per line.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,14 +20,30 @@ if TYPE_CHECKING:
     from app.store.jobs import JobStore
     from app.store.tables import Attempt, Job
 
-jobs_cli = typer.Typer(help="Inspect jobs, retry, cancel and delete them.", no_args_is_help=True)
+# Plain Click help: Typer's Rich help shows every flag as taking a value (`--json <bool>`).
+jobs_cli = typer.Typer(
+    help="Inspect jobs, retry, cancel and delete them.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="JSON (the API's job model) for scripts.")]
-DomainOpt = Annotated[str | None, typer.Option(help="Only jobs of this domain.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="JSON (the API's model) for scripts.")]
+WideFlag = Annotated[
+    bool, typer.Option("--wide", help="Every column, whole ids and URLs, however wide.")
+]
+JobId = Annotated[
+    str, typer.Argument(metavar="ID", help="A job id, or enough of its start to name one job.")
+]
+DomainOpt = Annotated[str | None, typer.Option(metavar="DOMAIN", help="Only jobs of this domain.")]
+
+
+def echo_json(value: Any) -> None:
+    """One line of JSON, as the API writes it (compact, UTF-8)."""
+    typer.echo(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _statuses(raw: str | None) -> list[JobStatus]:
-    names = [name.strip() for name in (raw or "").split(",") if name.strip()]
+    names = [name.strip().lower() for name in (raw or "").split(",") if name.strip()]
     try:
         return [JobStatus(name) for name in names]
     except ValueError:
@@ -34,13 +52,20 @@ def _statuses(raw: str | None) -> list[JobStatus]:
 
 @jobs_cli.command("list")
 def list_jobs(
-    status: Annotated[str | None, typer.Option(help="e.g. dead, or pending,running.")] = None,
+    status: Annotated[
+        str | None, typer.Option(metavar="STATUS[,...]", help="e.g. dead, or pending,running.")
+    ] = None,
     domain: DomainOpt = None,
-    tenant: Annotated[str | None, typer.Option(help="Only jobs of this tenant.")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    tenant: Annotated[
+        str | None, typer.Option(metavar="TENANT", help="Only jobs of this tenant.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, metavar="N", help="At most this many, newest first.")
+    ] = 50,
     json_lines: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
-    """Jobs, newest first: a table, or one JSON object per line with --json."""
+    """Jobs, newest first: a table, or with --json one job per line (as GET /jobs/{id})."""
     from app.cli.tables import jobs_table, new_console
     from app.clock import utc_now
     from app.wire import JobOut
@@ -51,69 +76,101 @@ def list_jobs(
     )
     if json_lines:
         for job in page.items:
-            typer.echo(JobOut.of(job).model_dump_json())
+            echo_json(JobOut.of(job).model_dump(mode="json"))
         return
-    console = new_console()
-    console.print(jobs_table(page.items, utc_now()))
+    console = new_console(wide)
+    console.print(jobs_table(page.items, utc_now(), None if wide else console.width))
     if page.next_cursor is not None:
         console.print(f"(the newest {limit}; more with --limit)", highlight=False)
 
 
 @jobs_cli.command("show")
-def show(job_id: str, json_out: JsonFlag = False) -> None:
-    """One job and its attempt history."""
+def show(
+    job_id: JobId,
+    json_out: JsonFlag = False,
+    with_attempts: Annotated[
+        bool, typer.Option("--attempts", help='With --json: {"job": ..., "attempts": [...]}.')
+    ] = False,
+    wide: WideFlag = False,
+) -> None:
+    """One job and its attempt history; with --json the job as GET /jobs/{id} answers it."""
     from app.cli.tables import attempts_table, job_details, new_console
     from app.clock import utc_now
     from app.wire import AttemptOut, JobOut
 
+    if with_attempts and not json_out:
+        fail("--attempts goes with --json (the table always shows them)", code=2)
+
     async def read(store: JobStore) -> tuple[Job, list[Attempt]]:
-        return await store.get(job_id), await store.attempts(job_id)
+        job = await store.get(await store.match_id(job_id))
+        history = await store.attempts(job.id) if with_attempts or not json_out else []
+        return job, history
 
     job, history = run_on_store(read)
     if json_out:
-        items = [AttemptOut.of(a).model_dump(mode="json") for a in history]
-        body = JobOut.of(job).model_dump(mode="json")
-        typer.echo(json.dumps({"job": body, "attempts": items}))
+        body: dict[str, Any] = JobOut.of(job).model_dump(mode="json")
+        if with_attempts:
+            # Beside the job, not inside it: the job's own `attempts` is their count.
+            items = [AttemptOut.of(a).model_dump(mode="json") for a in history]
+            body = {"job": body, "attempts": items}
+        echo_json(body)
         return
-    now = utc_now()
-    console = new_console()
-    console.print(job_details(job, now))
-    console.print(attempts_table(history))
+    console = new_console(wide)
+    console.print(job_details(job, utc_now()))
+    console.print(attempts_table(history, None if wide else console.width))
 
 
 @jobs_cli.command("retry")
 def retry(
-    job_id: Annotated[str | None, typer.Argument(help="The job to retry.")] = None,
+    job_id: Annotated[
+        str | None, typer.Argument(metavar="ID", help="The job to retry (or its id's start).")
+    ] = None,
     all_dead: Annotated[bool, typer.Option("--all-dead", help="Every dead job.")] = False,
-    domain: Annotated[str | None, typer.Option(help="With --all-dead: of this domain.")] = None,
+    domain: Annotated[
+        str | None, typer.Option(metavar="DOMAIN", help="With --all-dead: of this domain.")
+    ] = None,
 ) -> None:
     """Dead or cancelled: pending with a fresh budget. Pending: due now."""
-    if all_dead == (job_id is not None):
+    if job_id is not None and all_dead:
+        fail("give a job id or --all-dead, not both", code=2)
+    if job_id is None and not all_dead:
         fail("give a job id or --all-dead", code=2)
     if domain is not None and not all_dead:
         fail("--domain goes with --all-dead", code=2)
-    if all_dead:
+    if job_id is None:
         count = run_on_store(lambda store: store.retry_all([JobStatus.DEAD], domain=domain))
         of = f" of {domain.lower()}" if domain else ""
         typer.echo(f"requeued {count} dead job{'' if count == 1 else 's'}{of}")
         return
-    assert job_id is not None
-    job = run_on_store(lambda store: store.retry(job_id))
+
+    async def run(store: JobStore) -> Job:
+        return await store.retry(await store.match_id(job_id))
+
+    job = run_on_store(run)
     typer.echo(f"job {job.id}: {job.status}, due now, attempts {job.attempts}/{job.max_attempts}")
 
 
 @jobs_cli.command("cancel")
-def cancel(job_id: str) -> None:
+def cancel(job_id: JobId) -> None:
     """Cancel a pending job."""
-    job = run_on_store(lambda store: store.cancel(job_id))
+
+    async def run(store: JobStore) -> Job:
+        return await store.cancel(await store.match_id(job_id))
+
+    job = run_on_store(run)
     typer.echo(f"job {job.id}: {job.status}")
 
 
 @jobs_cli.command("delete")
-def delete(job_id: str) -> None:
+def delete(job_id: JobId) -> None:
     """Delete a succeeded, dead or cancelled job with its attempts and content."""
-    run_on_store(lambda store: store.delete(job_id))
-    typer.echo(f"job {job_id}: deleted")
+
+    async def run(store: JobStore) -> str:
+        full_id = await store.match_id(job_id)
+        await store.delete(full_id)
+        return full_id
+
+    typer.echo(f"job {run_on_store(run)}: deleted")
 
 
 def stats(json_out: JsonFlag = False) -> None:
@@ -127,7 +184,7 @@ def stats(json_out: JsonFlag = False) -> None:
         oldest_pending_age_seconds=result.oldest_pending_age_seconds,
     )
     if json_out:
-        typer.echo(out.model_dump_json())
+        echo_json(out.model_dump(mode="json"))
         return
     table = plain_table()
     table.add_column("STATUS")

@@ -5,17 +5,20 @@ worker and no API, so it never imports FastAPI.
 """
 
 import asyncio
+import errno
 import logging
+import os
 import signal
+import socket
 
 import typer
 
-from app.cli.runner import fail, load_settings
+from app.cli.runner import fail, load_settings, one_line, require_schema, run_on_database
 from app.metrics import Metrics
 from app.observability import configure_logging
 from app.settings import Settings
 
-log = logging.getLogger("ingest.worker")
+log = logging.getLogger("ingest.cli")
 
 
 def serve_api(host: str | None, port: int | None) -> None:
@@ -24,18 +27,60 @@ def serve_api(host: str | None, port: int | None) -> None:
     from app.api.app import create_app
 
     settings = load_settings()
+    # Checked before logging is set up: importing Alembic logs its plugins at INFO.
+    _refuse_unknown_schema(settings.database_url)
     configure_logging(settings.log_level, settings.log_format)
-    uvicorn.run(
+    # Listen before the app starts: its lifespan starts the worker, which must not claim a
+    # job in a process that then fails to bind and exits.
+    listener = _listen(host or settings.host, port or settings.port)
+    config = uvicorn.Config(
         create_app(settings),
-        host=host or settings.host,
-        port=port or settings.port,
         log_config=None,
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 5,
     )
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        listener = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        # The errno's own words: create_server adds the address to strerror, shown here anyway.
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        taken = exc.errno == errno.EADDRINUSE
+        fail(
+            f"cannot listen on {host}:{port}: {reason}{' (choose another --port)' if taken else ''}"
+        )
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    log.info("listening on http://%s:%d", shown, listener.getsockname()[1])
+    return listener
+
+
+def _revisions(database_url: str) -> tuple[str, ...]:
+    """The revisions the database is at; none for a SQLite file still to be created."""
+    from app.cli.schema import current_revisions, sqlite_file
+
+    path = sqlite_file(database_url)
+    if path is not None and not path.is_file():
+        return ()
+    return run_on_database(database_url, current_revisions, check=False)
+
+
+def _refuse_unknown_schema(database_url: str) -> None:
+    from app.cli.schema import Migrations, SchemaRefused, refuse_unknown
+
+    try:
+        refuse_unknown(database_url, _revisions(database_url), Migrations.load(database_url))
+    except SchemaRefused as exc:
+        fail(str(exc), code=2)
 
 
 def run_worker(metrics_port: int | None) -> None:
     settings = load_settings()
+    # A worker does not migrate: without the schema it would fail on every poll. Checked
+    # before logging is set up: importing Alembic logs its plugins at INFO.
+    require_schema(settings.database_url)
     configure_logging(settings.log_level, settings.log_format)
     port = settings.metrics_port if metrics_port is None else metrics_port
     metrics = Metrics()
@@ -73,15 +118,18 @@ async def _work(settings: Settings, metrics: Metrics) -> None:
 
 
 def upgrade() -> None:
-    from app.store.database import upgrade_to_head
+    from app.cli.schema import SchemaRefused, describe
+    from app.cli.schema import upgrade as upgrade_schema
 
     settings = load_settings()
+    current = _revisions(settings.database_url)
     try:
-        upgrade_to_head(settings.database_url)
+        done = upgrade_schema(settings.database_url, current)
+    except SchemaRefused as exc:
+        fail(str(exc), code=2)
     except Exception as exc:
-        typer.echo(f"error: could not migrate {settings.database_url}: {exc}", err=True)
-        raise typer.Exit(1) from None
-    typer.echo("database is at the latest schema")
+        fail(f"could not migrate {describe(settings.database_url)}: {one_line(exc)}")
+    typer.echo(done)
 
 
 def openapi_yaml() -> str:

@@ -1,6 +1,6 @@
 """How an operator's command runs: its settings, the configured database, and expected errors
-as one line on stderr (exit 1), invalid settings or arguments as exit 2. Nothing here prints
-a traceback for them.
+as one line on stderr (exit 1); invalid settings or arguments, and a database without the
+schema this code needs, as exit 2. Nothing here prints a traceback for them.
 
 Imports of the store happen when a command runs, not when the CLI starts.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
@@ -44,68 +43,70 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def run_on_store(operation: Callable[[JobStore], Awaitable[T]]) -> T:
-    """Run `operation` on the configured database; expected errors end the command."""
-    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-
-    from app.store.database import Database
-    from app.store.jobs import JobNotFound, StateConflict
-
-    settings = load_settings()
-    where = _redacted(settings.database_url)
-    # Connecting to SQLite creates a missing file: an empty database, and a confusing
-    # "no such table" later. Say what is wrong instead (a directory is no database either).
-    missing = _missing_sqlite_file(settings.database_url)
-    if missing is not None:
-        fail(f"no SQLite database at {missing} (create it: ingest db upgrade)")
-    try:
-        database = Database(settings.database_url)
-    except (ValueError, OSError, ArgumentError) as exc:
-        fail(f"cannot use database {where}: {_one_line(exc)}")
-    try:
-        return asyncio.run(_run(database, operation))
-    except JobNotFound as exc:
-        fail(f"no job {exc.args[0]}")
-    except StateConflict as exc:
-        fail(str(exc))
-    except (OSError, SQLAlchemyError) as exc:
-        fail(f"database {where}: {_one_line(exc)}")
-
-
-async def _run(database: Database, operation: Callable[[JobStore], Awaitable[T]]) -> T:
+    """Run `operation` on the configured database once its schema is checked; expected
+    errors end the command."""
     from app.clock import utc_now
     from app.store.jobs import JobStore
 
+    settings = load_settings()
+    return run_on_database(settings.database_url, lambda db: operation(JobStore(db, utc_now)))
+
+
+def require_schema(database_url: str) -> None:
+    """End the command unless the database is reachable and at this code's schema."""
+
+    async def nothing(_: Database) -> None:
+        return None
+
+    run_on_database(database_url, nothing)
+
+
+def run_on_database(
+    database_url: str, operation: Callable[[Database], Awaitable[T]], *, check: bool = True
+) -> T:
+    """Run `operation` on the database, after checking its schema unless `check` is false."""
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from app.cli.schema import SchemaRefused, describe, refuse_missing_file
+    from app.store.database import Database
+    from app.store.jobs import AmbiguousId, JobNotFound, StateConflict
+
+    where = describe(database_url)
     try:
-        return await operation(JobStore(database, utc_now))
+        # Before connecting: connecting to SQLite creates a missing file, an empty database.
+        refuse_missing_file(database_url)
+        database = Database(database_url)
+    except SchemaRefused as exc:
+        fail(str(exc), code=2)
+    except (ValueError, OSError, ArgumentError) as exc:
+        fail(f"cannot use database {where}: {one_line(exc)}")
+    try:
+        return asyncio.run(_run(database, operation, check))
+    except SchemaRefused as exc:
+        fail(str(exc), code=2)
+    except JobNotFound as exc:
+        fail(f"no job {exc.args[0]}")
+    except AmbiguousId as exc:
+        fail(f"ambiguous: at least 2 jobs start with {exc.args[0]} (give more of the id)")
+    except StateConflict as exc:
+        fail(str(exc))
+    except (OSError, SQLAlchemyError) as exc:
+        fail(f"database {where}: {one_line(exc)}")
+
+
+async def _run(database: Database, operation: Callable[[Database], Awaitable[T]], check: bool) -> T:
+    from app.cli.schema import require_schema
+
+    try:
+        if check:
+            await require_schema(database)
+        return await operation(database)
     finally:
         await database.dispose()
 
 
-def _redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return repr(url)
-
-
-def _missing_sqlite_file(url: str) -> str | None:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return None
-    path = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
-        return None
-    return None if Path(path).is_file() else path
-
-
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """The first line of an error, the driver's message for a database error."""
     from sqlalchemy.exc import DBAPIError
 
     if isinstance(exc, DBAPIError) and exc.orig is not None:

@@ -1,26 +1,47 @@
-"""How the operators' commands print: Rich tables for people, times as `03:13:04 (in 42s)`."""
+"""How the operators' commands print: Rich tables for people, times as `03:13:04 (in 42s)`.
 
-from collections.abc import Sequence
+Every table fits the width it is given (the terminal's, else `COLUMNS`, else 200): each
+table lists, in order, the steps that make it narrower (drop a low-value column; let a
+column shrink to a floor, a URL losing its middle, an id becoming its first 8 characters)
+and takes as few as it needs. `--wide` takes none and prints every column whole.
+"""
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
 from app.model import JobStatus
+from app.store.domains import DomainOverview
 from app.store.tables import Attempt, Job
+
+PIPED_WIDTH = 200
+"""Output that goes to no terminal, with no COLUMNS: a width that holds most rows whole."""
+WIDE = 10_000
+"""The width of `--wide` output: no table is cut to it."""
+SHORT_ID = 8
+GAP = 3
+"""Cells between two columns of `plain_table`."""
 
 
 def plain_table(**options: Any) -> Table:
     return Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, **options)
 
 
-def new_console() -> Console:
-    console = Console(highlight=False)
-    # Piped or captured: whole rows, not the 80 columns Rich assumes without a terminal.
-    return console if console.is_terminal else Console(highlight=False, width=200)
+def new_console(wide: bool = False) -> Console:
+    if wide:
+        return Console(highlight=False, width=WIDE)
+    console = Console(highlight=False)  # a terminal's width, or COLUMNS
+    if console.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return console
+    return Console(highlight=False, width=PIPED_WIDTH)
 
 
 def span(seconds: float) -> str:
@@ -44,12 +65,80 @@ def when(moment: datetime | None, now: datetime) -> str:
     return f"{shown} (in {span(delta)})" if delta > 0 else f"{shown} ({span(delta)} ago)"
 
 
-def shorten(url: str, width: int = 50) -> str:
-    """Cut the middle out of a long URL: its host and its last characters say the most."""
-    if len(url) <= width:
-        return url
+def shorten(text: str, width: int) -> str:
+    """Cut the middle out: a URL's host and its last characters say the most."""
+    if len(text) <= width:
+        return text
     tail = width // 3
-    return f"{url[: width - tail - 1]}…{url[-tail:]}"
+    return f"{text[: width - tail - 1]}…{text[-tail:]}"
+
+
+def cut_end(text: str, width: int) -> str:
+    return text if len(text) <= width else f"{text[: width - 1]}…"
+
+
+def short_id(job_id: str, width: int) -> str:
+    """The whole id if it fits, else its first 8 characters (which the commands accept)."""
+    return job_id if len(job_id) <= width else job_id[:SHORT_ID]
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    cells: list[str]
+    cut: Callable[[str, int], str] = cut_end
+    justify: JustifyMethod = "left"
+
+    @property
+    def natural(self) -> int:
+        return max(map(cell_len, [self.header, *self.cells]))
+
+
+@dataclass(frozen=True)
+class Drop:
+    header: str
+
+
+@dataclass(frozen=True)
+class Shrink:
+    header: str
+    floor: int
+
+
+Step = Drop | Shrink
+
+
+def fitted(columns: Sequence[Column], steps: Sequence[Step], width: int | None) -> Table:
+    """A table of `columns` at most `width` cells wide: `steps` are taken in order until it
+    fits (if none suffices, Rich cuts it further). The room left goes back to the shrunk
+    columns, the one shrunk last (the least willing) first. None: every column whole."""
+    shown = {column.header: column for column in columns}
+    floors: dict[str, int] = {}
+    room = 0
+    if width is not None:
+        for step in [None, *steps]:
+            if isinstance(step, Drop):
+                shown.pop(step.header, None)
+                floors.pop(step.header, None)
+            elif isinstance(step, Shrink) and step.header in shown:
+                floors.pop(step.header, None)  # to the end: now the last shrunk
+                floors[step.header] = min(step.floor, shown[step.header].natural)
+            used = sum(floors.get(h, c.natural) for h, c in shown.items())
+            room = width - used - GAP * (len(shown) - 1)
+            if room >= 0:
+                break
+    widths = {header: column.natural for header, column in shown.items()}
+    for header in reversed(floors):
+        widths[header] = floors[header] + max(0, min(room, widths[header] - floors[header]))
+        room -= widths[header] - floors[header]
+    table = plain_table()
+    for header, column in shown.items():
+        table.add_column(header, justify=column.justify, no_wrap=True, overflow="ellipsis")
+    kept = list(shown.values())
+    for i in range(len(columns[0].cells) if columns else 0):
+        cells = [c.cut(c.cells[i], widths[c.header]) for c in kept]
+        table.add_row(*_row(*cells))
+    return table
 
 
 def _status(job: Job) -> str:
@@ -75,30 +164,38 @@ def _row(*values: object) -> list[Text]:
     return [Text("-" if value is None else str(value)) for value in values]
 
 
-def jobs_table(items: Sequence[Job], now: datetime) -> Table:
-    table = plain_table()
-    table.add_column("ID", no_wrap=True)
-    table.add_column("URL", no_wrap=True)
-    for header in ("STATUS", "ATTEMPTS", "RETRY AFTER (UTC)", "LAST ERROR"):
-        table.add_column(header)
-    for job in items:
-        table.add_row(
-            *_row(
-                job.id,
-                shorten(job.url),
-                _status(job),
-                f"{job.attempts}/{job.max_attempts}",
-                _retry_after(job, now),
-                _last_error(job),
-            )
-        )
-    return table
+def jobs_table(items: Sequence[Job], now: datetime, width: int | None) -> Table:
+    def column(header: str, cell: Callable[[Job], str], **options: Any) -> Column:
+        return Column(header, [cell(job) for job in items], **options)
+
+    columns = [
+        column("ID", lambda job: job.id, cut=short_id),
+        column("URL", lambda job: job.url, cut=shorten),
+        column("STATUS", _status),
+        column("ATTEMPTS", lambda job: f"{job.attempts}/{job.max_attempts}"),
+        column("RETRY AFTER (UTC)", lambda job: _retry_after(job, now)),
+        column("LAST ERROR", _last_error),
+        column("TENANT", lambda job: job.tenant),
+        column("CREATED (UTC)", lambda job: job.created_at.strftime("%Y-%m-%d %H:%M:%S")),
+    ]
+    steps: list[Step] = [
+        Shrink("URL", 50),
+        Drop("CREATED (UTC)"),
+        Drop("TENANT"),
+        Shrink("ID", SHORT_ID),
+        Shrink("URL", 30),
+        Drop("RETRY AFTER (UTC)"),
+        Drop("ATTEMPTS"),
+        Shrink("URL", 16),
+        Shrink("LAST ERROR", 20),
+    ]
+    return fitted(columns, steps, width)
 
 
 def job_details(job: Job, now: datetime) -> Table:
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
     error = _last_error(job)
     if job.last_error_message:
         error += f": {job.last_error_message}"
@@ -127,22 +224,60 @@ def job_details(job: Job, now: datetime) -> Table:
     return grid
 
 
-def attempts_table(history: Sequence[Attempt]) -> Table:
-    table = plain_table(title="\nattempts", title_justify="left")
-    for header in ("#", "STARTED (UTC)", "MS", "OUTCOME", "ERROR", "HTTP", "NEXT RETRY (UTC)"):
-        table.add_column(header, no_wrap=True)
-    table.add_column("WORKER")
-    for attempt in history:
-        table.add_row(
-            *_row(
-                attempt.number,
-                attempt.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-                attempt.duration_ms,
-                attempt.outcome or "running",
-                attempt.error_type,
-                attempt.http_status,
-                attempt.next_retry_at.strftime("%H:%M:%S") if attempt.next_retry_at else None,
-                attempt.worker_id,
-            )
-        )
+def attempts_table(history: Sequence[Attempt], width: int | None) -> Table:
+    def column(header: str, cell: Callable[[Attempt], object], **options: Any) -> Column:
+        return Column(header, [_text(cell(attempt)) for attempt in history], **options)
+
+    columns = [
+        column("#", lambda a: a.number, justify="right"),
+        column("STARTED (UTC)", lambda a: a.started_at.strftime("%Y-%m-%d %H:%M:%S")),
+        column("MS", lambda a: a.duration_ms, justify="right"),
+        column("OUTCOME", lambda a: a.outcome or "running"),
+        column("ERROR", lambda a: a.error_type),
+        column("HTTP", lambda a: a.http_status),
+        column("NEXT RETRY (UTC)", lambda a: a.next_retry_at and a.next_retry_at.strftime("%T")),
+        column("WORKER", lambda a: a.worker_id),
+        column("MESSAGE", lambda a: a.message),
+    ]
+    steps: list[Step] = [
+        Shrink("MESSAGE", 24),
+        Drop("WORKER"),
+        Drop("MESSAGE"),
+        Drop("MS"),
+        Shrink("ERROR", 12),
+    ]
+    table = fitted(columns, steps, width)
+    table.title, table.title_justify = "\nattempts", "left"
     return table
+
+
+def domains_table(items: Sequence[DomainOverview], now: datetime, width: int | None) -> Table:
+    def column(header: str, cell: Callable[[DomainOverview], object], **options: Any) -> Column:
+        return Column(header, [_text(cell(item)) for item in items], **options)
+
+    def oldest(item: DomainOverview) -> str | None:
+        age = item.oldest_pending_age_seconds
+        return None if age is None else span(age)
+
+    columns = [
+        column("DOMAIN", lambda d: d.domain, cut=shorten),
+        column("PAUSED UNTIL (UTC)", lambda d: when(d.paused_until, now)),
+        column("REASON", lambda d: d.pause_reason),
+        column("FAILURES", lambda d: d.consecutive_failures, justify="right"),
+        column("IN FLIGHT", lambda d: d.in_flight, justify="right"),
+        column("PENDING", lambda d: d.pending, justify="right"),
+        column("OLDEST PENDING", oldest, justify="right"),
+    ]
+    steps: list[Step] = [
+        Shrink("REASON", 30),
+        Drop("OLDEST PENDING"),
+        Shrink("DOMAIN", 30),
+        Shrink("REASON", 12),
+        Shrink("DOMAIN", 16),
+        Drop("FAILURES"),
+    ]
+    return fitted(columns, steps, width)
+
+
+def _text(value: object) -> str:
+    return "-" if value is None else str(value)

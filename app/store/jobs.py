@@ -25,6 +25,10 @@ class JobNotFound(LookupError):
     pass
 
 
+class AmbiguousId(LookupError):
+    """More than one job's id starts with the prefix given."""
+
+
 class StateConflict(Exception):
     """The job is not in a state that allows the operation."""
 
@@ -173,6 +177,25 @@ class JobStore:
             raise JobNotFound(job_id)
         return _job(row._mapping)
 
+    async def match_id(self, prefix: str) -> str:
+        """The id of the one job whose id starts with `prefix` (a short id, as the CLI shows
+        them, or a whole one). JobNotFound if none does, AmbiguousId if several do."""
+        lowered = prefix.lower()
+        if not _starts_an_id(lowered):
+            raise JobNotFound(prefix)
+        # A range on the primary key, not LIKE 'prefix%', which no index serves on PostgreSQL
+        # outside the C collation, nor on SQLite (its LIKE ignores case). Ids are lower-case
+        # hex with hyphens at fixed places, all before 'g', so under any collation the range
+        # holds exactly the ids that start with the prefix.
+        stmt = sa.select(jobs.c.id).where(jobs.c.id >= lowered, jobs.c.id < lowered + "g").limit(2)
+        async with self.db.read() as conn:
+            found: list[str] = list((await conn.execute(stmt)).scalars())
+        if not found:
+            raise JobNotFound(prefix)
+        if len(found) > 1:
+            raise AmbiguousId(prefix)
+        return found[0]
+
     async def attempts(self, job_id: str, tenant: str | None = None) -> list[Attempt]:
         await self.get(job_id, tenant)
         stmt = sa.select(attempts).where(attempts.c.job_id == job_id).order_by(attempts.c.id)
@@ -315,6 +338,17 @@ class JobStore:
             oldest_created = (await conn.execute(oldest)).scalar()
         age = None if oldest_created is None else (self.clock() - oldest_created).total_seconds()
         return Stats(counts, age)
+
+
+_ID_SHAPE = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+
+
+def _starts_an_id(text: str) -> bool:
+    """True for the start of a lower-case UUID: hex digits, hyphens where a UUID has them."""
+    return 0 < len(text) <= len(_ID_SHAPE) and all(
+        char == "-" if shape == "-" else char in "0123456789abcdef"
+        for char, shape in zip(text, _ID_SHAPE, strict=False)
+    )
 
 
 def _storable(*filters: str | None) -> bool:

@@ -1,0 +1,184 @@
+"""Processes that need the schema refuse a database without it, behind it or ahead of it:
+one line, exit 2, nothing created. `ingest db upgrade` says what it applied."""
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from typer.testing import CliRunner, Result
+
+from app.cli import cli
+from app.store.database import MIGRATIONS, Database, alembic_config, upgrade_to_head
+from tests.conftest import PG_URL, REQUIRE_PG
+from tests.test_cli import one_line_error
+
+MIGRATED = [path.stem for path in sorted((MIGRATIONS / "versions").glob("[0-9]*.py"))]
+HEAD = MIGRATED[-1]
+NEED_SCHEMA = [["jobs", "list"], ["jobs", "show", "0172ff91"], ["stats"], ["domains"], ["worker"]]
+"""Every command that needs the schema and does not create it."""
+
+runner = CliRunner()
+
+
+async def pg_admin(sql: str) -> None:
+    conn = await asyncpg.connect(PG_URL.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def blank_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database without any table: a SQLite path with no file (nor directory) yet, or a
+    PostgreSQL database of this test's own, dropped after it."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'data' / 'ingest.db'}"
+        return
+    name = f"ingest_blank_{uuid.uuid4().hex[:10]}"
+    try:
+        asyncio.run(pg_admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        if REQUIRE_PG:
+            pytest.fail(f"PostgreSQL required but unreachable at {PG_URL}: {exc}")
+        pytest.skip(f"PostgreSQL unreachable at {PG_URL}")
+    yield PG_URL.rsplit("/", 1)[0] + f"/{name}"
+    asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def ingest(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Run `ingest` on a database URL, from a directory without a .env."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(database_url: str, *args: str) -> Result:
+        monkeypatch.setenv("INGEST_DATABASE_URL", database_url)
+        return runner.invoke(cli, list(args))
+
+    return run
+
+
+def sqlite_path(url: str) -> Path | None:
+    return Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite") else None
+
+
+async def set_revision(url: str, revision: str) -> None:
+    database = Database(url)
+    try:
+        async with database.write() as conn:
+            await conn.execute(
+                sa.text("UPDATE alembic_version SET version_num = :r"), {"r": revision}
+            )
+    finally:
+        await database.dispose()
+
+
+def test_no_schema_is_refused_then_created(blank_url, ingest):
+    """Without the schema every command exits 2 with one line naming the database (a SQLite
+    file by its absolute path) and `ingest db upgrade`, and creates nothing; `ingest db
+    upgrade` then applies every migration and says so."""
+    path = sqlite_path(blank_url)
+    if path is not None:
+        expected = f"error: no SQLite database at {path}; create it with: ingest db upgrade"
+    else:
+        expected = f"error: database {blank_url} has no schema; create it with: ingest db upgrade"
+    for args in NEED_SCHEMA:
+        result = ingest(blank_url, *args)
+        assert 2 == result.exit_code, args
+        assert expected == one_line_error(result), args
+    if path is not None:
+        assert not path.parent.exists()
+    upgraded = ingest(blank_url, "db", "upgrade")
+    again = ingest(blank_url, "db", "upgrade")
+    assert f"applied {', '.join(MIGRATED)}; database {blank_url} is at {HEAD}\n" == (
+        upgraded.stdout
+    )
+    assert f"database {blank_url} is already at {HEAD}; nothing to apply\n" == again.stdout
+    assert 0 == ingest(blank_url, "stats").exit_code
+
+
+def test_an_older_schema_is_refused_then_upgraded(blank_url, ingest):
+    """A database some migrations behind: refused with where it is and what is needed;
+    `ingest db upgrade` names the migrations it applied."""
+    command.upgrade(alembic_config(blank_url), MIGRATED[3][:4])
+    for args in NEED_SCHEMA:
+        result = ingest(blank_url, *args)
+        assert 2 == result.exit_code, args
+        assert (
+            f"error: database {blank_url} is at {MIGRATED[3]}, this version of ingest needs "
+            f"{HEAD}; apply the migrations with: ingest db upgrade"
+        ) == one_line_error(result)
+    upgraded = ingest(blank_url, "db", "upgrade")
+    assert f"applied {', '.join(MIGRATED[4:])}; database {blank_url} is at {HEAD}\n" == (
+        upgraded.stdout
+    )
+
+
+def test_an_unknown_revision_is_refused_everywhere(blank_url, ingest):
+    """A database at a revision this code does not know (a newer version migrated it) is
+    refused by every command, `ingest db upgrade` and `ingest serve` included."""
+    upgrade_to_head(blank_url)
+    asyncio.run(set_revision(blank_url, "9999"))
+    expected = (
+        f"error: database {blank_url} is at revision 9999, which this version of ingest does "
+        "not know (a newer one migrated it?); use that version"
+    )
+    for args in [*NEED_SCHEMA, ["db", "upgrade"], ["serve", "--port", "1"]]:
+        result = ingest(blank_url, *args)
+        assert 2 == result.exit_code, args
+        assert expected == one_line_error(result), args
+
+
+def test_an_empty_sqlite_file_has_no_schema(ingest, tmp_path: Path):
+    """A SQLite file without tables: refused as a database without the schema."""
+    path = tmp_path / "ingest.db"
+    path.touch()
+    result = ingest(f"sqlite:///{path}", "stats")
+    assert 2 == result.exit_code
+    assert (
+        f"error: database sqlite:///{path} has no schema; create it with: ingest db upgrade"
+    ) == one_line_error(result)
+
+
+def test_a_relative_sqlite_path_is_shown_absolute(ingest, tmp_path: Path, monkeypatch):
+    """The default URL is relative to the working directory: the error says so and shows
+    the absolute path; `ingest db upgrade` names the file it created."""
+    result = ingest("sqlite:///data/ingest.db", "jobs", "list")
+    monkeypatch.delenv("INGEST_DATABASE_URL")
+    upgraded = runner.invoke(cli, ["db", "upgrade"])
+    path = tmp_path / "data" / "ingest.db"
+    assert 2 == result.exit_code
+    assert (
+        f"error: no SQLite database at {path} (INGEST_DATABASE_URL's path is relative to the "
+        "working directory); create it with: ingest db upgrade"
+    ) == one_line_error(result)
+    assert upgraded.stdout.endswith(f"; database sqlite:///{path} is at {HEAD}\n")
+    assert path.is_file()
+
+
+def test_a_worker_process_refuses_a_new_sqlite_path(tmp_path: Path):
+    """`ingest worker` on a path with no database exits 2 at once, with one line, and leaves
+    no file behind (it used to create one and log "no such table" forever)."""
+    path = tmp_path / "ingest.db"
+    env = {**os.environ, "INGEST_DATABASE_URL": f"sqlite:///{path}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "worker"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert 2 == done.returncode
+    assert [f"error: no SQLite database at {path}; create it with: ingest db upgrade"] == (
+        done.stderr.splitlines()
+    )
+    assert not path.exists()

@@ -1,0 +1,52 @@
+"""`ingest serve` as a process: it listens before its worker starts."""
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import running_app
+
+
+def test_a_taken_port_stops_serve_before_its_worker_claims(
+    database_url, make_settings, web, tmp_path: Path
+):
+    """The port is in use: `ingest serve` exits non-zero with one line, and the job
+    submitted before is still pending, never attempted nor fetched."""
+    url = web.url("/page")
+
+    async def submit() -> str:
+        async with running_app(make_settings(worker_enabled=False)) as (_, client):
+            return (await client.post("/jobs", json={"url": url})).json()["id"]
+
+    async def read(job_id: str) -> tuple[dict, list]:
+        async with running_app(make_settings(worker_enabled=False)) as (_, client):
+            job = (await client.get(f"/jobs/{job_id}")).json()
+            return job, (await client.get(f"/jobs/{job_id}/attempts")).json()["items"]
+
+    job_id = asyncio.run(submit())
+    env = {
+        **os.environ,
+        "INGEST_DATABASE_URL": database_url,
+        "INGEST_ALLOW_PRIVATE_NETWORKS": "true",  # the test server is on 127.0.0.1
+        "INGEST_POLL_INTERVAL_SECONDS": "0.1",
+    }
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    job, attempts = asyncio.run(read(job_id))
+    assert ("pending", 0, []) == (job["status"], job["attempts"], attempts)
+    assert 0 == web.count("/page")
+    assert 0 != done.returncode
+    assert [
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use (choose another --port)"
+    ] == done.stderr.splitlines()
