@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from tests.conftest import eventually, running_app, wait_for_status
-from tests.test_processes import worker_process
+from tests.processes import READY, worker_process
 from tests.webserver import Reply, ScriptedServer
 
 
@@ -78,7 +78,9 @@ async def _hit(web, path: str) -> bool:
     return web.count(path) > 0
 
 
-async def test_in_flight_limit_holds_across_two_worker_processes(database_url, make_settings, web):
+async def test_in_flight_limit_holds_across_two_worker_processes(
+    database_url, make_settings, web, tmp_path
+):
     """Two worker processes never run more than INGEST_DOMAIN_MAX_IN_FLIGHT fetches on one
     domain at once (the server counts concurrent requests)."""
     for i in range(24):
@@ -87,12 +89,17 @@ async def test_in_flight_limit_holds_across_two_worker_processes(database_url, m
         body = {"jobs": [{"url": web.url(f"/slow/{i}")} for i in range(24)]}
         assert 201 == (await client.post("/jobs/batch", json=body)).status_code
         limits = {"domain_max_in_flight": 3, "worker_concurrency": 8, "poll_interval_seconds": 0.1}
-        with worker_process(database_url, **limits), worker_process(database_url, **limits):
+        with (
+            worker_process(tmp_path / "a.log", database_url, **limits) as a,
+            worker_process(tmp_path / "b.log", database_url, **limits) as b,
+        ):
+            await a.wait_for_line(READY)
+            await b.wait_for_line(READY)
 
             async def drained() -> bool:
                 return (await client.get("/stats")).json()["counts"]["succeeded"] == 24
 
-            await eventually(drained, timeout=30)
+            await eventually(drained, timeout=60, interval=0.2)
         domains = (await client.get("/domains")).json()["items"]
     assert 3 == web.max_in_flight
     assert [] == domains, "every fetch slot was given back (in_flight 0, nothing to show)"

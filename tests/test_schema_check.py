@@ -73,10 +73,8 @@ def sqlite_path(url: str) -> Path | None:
 async def set_revision(url: str, revision: str) -> None:
     database = Database(url)
     try:
-        async with database.write() as conn:
-            await conn.execute(
-                sa.text("UPDATE alembic_version SET version_num = :r"), {"r": revision}
-            )
+        stamp = sa.text("UPDATE alembic_version SET version_num = :r")
+        await database.transact(lambda conn: conn.execute(stamp, {"r": revision}))
     finally:
         await database.dispose()
 
