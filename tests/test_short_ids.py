@@ -25,6 +25,7 @@ async def jobs_with_ids(database: Database) -> JobStore:
     """A store holding three jobs with the ids of IDS (two share `abcd0000-`)."""
     store = JobStore(database, utc_now)
     made = await store.submit([NewJob("http://a.test/", "a.test", "default", 4)] * len(IDS))
+
     def rename(conn: sa.Connection) -> None:
         for job, new_id in zip(made, IDS, strict=True):
             conn.execute(sa.update(jobs).where(jobs.c.id == job.id).values(id=new_id))
