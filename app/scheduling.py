@@ -5,6 +5,8 @@ across tenants, and each domain's politeness limits. The store's claim (`app.sto
 finds the candidates and locks the domains; this module decides among them.
 """
 
+import heapq
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -52,29 +54,44 @@ def choose(
         tenant: (0, last or datetime.min.replace(tzinfo=now.tzinfo))
         for tenant, last in tenants_last_served.items()
     }
+    # Each tenant's candidates in claim order; a heap of the tenants by their next one. A
+    # candidate whose domain cannot start stays unable to for the rest of the claim (picks
+    # only fill domains), so it is dropped: n log n, not a scan of all per pick.
+    queues: dict[str, deque[Candidate]] = defaultdict(deque)
+    for candidate in sorted(candidates, key=lambda c: (-c.priority, c.created_at, c.id)):
+        queues[candidate.tenant].append(candidate)
+
+    def next_of(tenant: str) -> tuple[tuple[object, ...], str]:
+        head = queues[tenant][0]
+        default = (0, now)
+        return (-head.priority, served.get(tenant, default), head.created_at, head.id), tenant
+
+    heap = [next_of(tenant) for tenant in queues]
+    heapq.heapify(heap)
     state = dict(domains)
-    remaining = list(candidates)
     chosen: list[Candidate] = []
     turn = 0
-    while remaining and len(chosen) < limit:
-        open_ = [c for c in remaining if _may_start(state.get(c.domain), now, settings)]
-        if not open_:
-            break
-        pick = min(
-            open_,
-            key=lambda c: (-c.priority, served.get(c.tenant, (0, now)), c.created_at, c.id),
-        )
+    interval = settings.domain_min_interval_seconds
+    while heap and len(chosen) < limit:
+        _, tenant = heapq.heappop(heap)
+        queue = queues[tenant]
+        if not _may_start(state.get(queue[0].domain), now, settings):
+            queue.popleft()
+            if queue:
+                heapq.heappush(heap, next_of(tenant))
+            continue
+        pick = queue.popleft()
         chosen.append(pick)
-        remaining.remove(pick)
         turn += 1
-        served[pick.tenant] = (turn, now)
+        served[tenant] = (turn, now)
         domain = state.get(pick.domain, DomainState(0))
-        interval = settings.domain_min_interval_seconds
         state[pick.domain] = replace(
             domain,
             in_flight=domain.in_flight + 1,
             next_start_at=now + timedelta(seconds=interval) if interval else None,
         )
+        if queue:
+            heapq.heappush(heap, next_of(tenant))
     return chosen
 
 
