@@ -35,7 +35,7 @@ openapi: install
 # The short run (under 3 minutes here); `make bench BENCH_ARGS="..."` runs any other.
 BENCH_ARGS ?= --backend both --jobs 2000 --rounds 2 --processes 1 --latency-seconds 0 \
 	--baseline httpx,bare --scenarios slow
-# Every scenario of BENCHMARKS.md in one interleaved run (about 15 minutes here).
+# Every scenario of BENCHMARKS.md in one interleaved run (17 minutes on the busy machine here).
 BENCH_FULL_ARGS ?= --backend both --jobs 3000 --rounds 3 --processes 1,2 --latency-seconds 10 \
 	--baseline httpx,bare --scenarios all
 
