@@ -6,7 +6,7 @@ UV := .uv/bin/uv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: install run test lint openapi bench
+.PHONY: install run test lint openapi bench bench-full
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -34,7 +34,13 @@ openapi: install
 
 # The short run (under 3 minutes here); `make bench BENCH_ARGS="..."` runs any other.
 BENCH_ARGS ?= --backend both --jobs 2000 --rounds 2 --processes 1 --latency-seconds 0 \
-	--baseline httpx,bare
+	--baseline httpx,bare --scenarios slow
+# Every scenario of BENCHMARKS.md in one interleaved run (17 minutes on the busy machine here).
+BENCH_FULL_ARGS ?= --backend both --jobs 3000 --rounds 3 --processes 1,2 --latency-seconds 10 \
+	--baseline httpx,bare --scenarios all
 
 bench: install
 	.venv/bin/python -m bench.drain $(BENCH_ARGS)
+
+bench-full: install
+	.venv/bin/python -m bench.drain $(BENCH_FULL_ARGS)

@@ -1,8 +1,11 @@
 """Benchmarks of the queue and its fetch path, against a local HTTP target.
 
-- `python -m bench.drain`: drain rate, worker CPU per job and pickup latency, per backend.
+- `python -m bench.drain`: drain rate, worker CPU per job and pickup latency, per backend,
+  and with `--scenarios` every other figure of BENCHMARKS.md in the same interleaved rounds
+  (many hosts, a slow target, `ingest serve`, claim cost, memory, start-up).
+- `python -m bench.fair_claim`: claim cost with many tenants and domains.
 - `python -m bench.claim`: cost of a claim (and of listing) as terminal rows pile up.
-- `python -m bench.target`: the HTTP target both use (started for you in its own process).
+- `python -m bench.target`: the HTTP target they use (started for you in its own process).
 
 See BENCHMARKS.md for the machine, the commands and the numbers.
 """

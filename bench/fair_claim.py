@@ -7,7 +7,7 @@ For each backend: a fresh database with `--pending` pending jobs spread round-ro
 batch), then ANALYZE. Then `--repeats` claims of 32 (`Queue.claim`, default domain limits:
 8 in flight per domain), each followed, untimed, by recording the 32 jobs as succeeded so
 the domains' in-flight counts stay as a steady worker leaves them. Prints the median and
-p99 claim time in ms.
+p99 claim time in ms. `bench.drain --scenarios fair` runs the same claims in its rounds.
 """
 
 import argparse
@@ -24,35 +24,47 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from bench.harness import backends, drop_database, fmt, fresh_database, median, percentile, table
+from bench.workers import Probe, cores_busy, cpu_between, other_cores
 
+DATABASE = "ingest_bench_fair"
 RESULT = Fetched(200, "http://x/", "text/html", 1, "0" * 64, None)
 
 
-async def measure(backend: str, args: argparse.Namespace) -> tuple[float, float]:
-    name = "ingest_bench_fair"
-    url = await fresh_database(backend, name)
+async def prepare(backend: str, pending: int, tenants: int, domains: int) -> str:
+    """A fresh database of `pending` jobs over `tenants` tenants and `domains` domains,
+    analyzed; returns its URL."""
+    url = await fresh_database(backend, DATABASE)
     database = Database(url)
     try:
         store = JobStore(database, utc_now)
-        for start in range(0, args.pending, 1000):
+        for start in range(0, pending, 1000):
             await store.submit(
                 [
                     NewJob(
-                        url=f"http://d{i % args.domains}.test/{i}",
-                        domain=f"d{i % args.domains}.test",
-                        tenant=f"t{i % args.tenants}",
+                        url=f"http://d{i % domains}.test/{i}",
+                        domain=f"d{i % domains}.test",
+                        tenant=f"t{i % tenants}",
                         max_attempts=3,
                     )
-                    for i in range(start, min(start + 1000, args.pending))
+                    for i in range(start, min(start + 1000, pending))
                 ]
             )
         # Statistics as autovacuum (PostgreSQL) or `PRAGMA optimize` (SQLite) would leave them
         # on a table this size: without them the planner guesses a tenant has 3 rows.
         await database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
+    finally:
+        await database.dispose()
+    return url
+
+
+async def claims(url: str, repeats: int) -> list[float]:
+    """`repeats` claims of 32, each timed in ms; the claimed jobs are recorded (untimed)."""
+    database = Database(url)
+    try:
         settings = Settings(_env_file=None)
         queue = Queue(database, settings)
         timings = []
-        for _ in range(args.repeats):
+        for _ in range(repeats):
             started = time.perf_counter()
             leases = await queue.claim("bench", 32, utc_now(), 60)
             timings.append((time.perf_counter() - started) * 1000)
@@ -61,10 +73,41 @@ async def measure(backend: str, args: argparse.Namespace) -> tuple[float, float]
             await queue.record(
                 [policy.settle(lease, RESULT, 1, now, settings) for lease in leases], now
             )
-        return median(timings), percentile(timings, 0.99)
+        return timings
     finally:
         await database.dispose()
-        await drop_database(backend, name)
+
+
+class FairQueue:
+    """The `prepare`d database per backend, made on first use and kept across rounds (each
+    round's claims take 3,200 of its jobs), for `bench.drain --scenarios fair`."""
+
+    def __init__(self, pending: int, tenants: int, domains: int) -> None:
+        self.shape = (pending, tenants, domains)
+        self.urls: dict[str, str] = {}
+
+    async def measure(self, backend: str, repeats: int) -> dict:
+        if backend not in self.urls:
+            self.urls[backend] = await prepare(backend, *self.shape)
+        probe = Probe(Database(self.urls[backend]))
+        await probe.find_server()
+        try:
+            first = probe.sample([])
+            timings = await claims(self.urls[backend], repeats)
+            last = probe.sample([])
+        finally:
+            await probe.database.dispose()
+        ours = cpu_between(first, last) + last.server - first.server
+        return {
+            "p50_ms": median(timings),
+            "p99_ms": percentile(timings, 0.99),
+            "cores_busy": cores_busy(first, last),
+            "other_cores": other_cores(first, last, ours),
+        }
+
+    async def drop(self) -> None:
+        for backend in self.urls:
+            await drop_database(backend, DATABASE)
 
 
 async def main() -> None:
@@ -77,13 +120,28 @@ async def main() -> None:
     args = parser.parse_args()
     rows = []
     for backend in backends(args.backend):
-        p50, p99 = await measure(backend, args)
-        rows.append([backend, fmt(p50, 2), fmt(p99, 2)])
+        began = time.monotonic()
+        url = await prepare(backend, args.pending, args.tenants, args.domains)
+        prepared = time.monotonic()
+        try:
+            timings = await claims(url, args.repeats)
+        finally:
+            await drop_database(backend, DATABASE)
+        rows.append(
+            [
+                backend,
+                fmt(median(timings), 2),
+                fmt(percentile(timings, 0.99), 2),
+                fmt(prepared - began, 0),
+                fmt(time.monotonic() - prepared, 0),
+            ]
+        )
     print(
         f"claim of 32 with {args.pending} pending jobs, {args.tenants} tenants, "
         f"{args.domains} domains ({args.repeats} claims)"
     )
-    print(table(["backend", "claim p50 ms", "claim p99 ms"], rows))
+    headers = ["backend", "claim p50 ms", "claim p99 ms", "set-up s", "claims s"]
+    print(table(headers, rows))
 
 
 if __name__ == "__main__":

@@ -11,18 +11,21 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 
 from app.store.database import upgrade_to_head
+from bench.target import address
 
 RESULTS = Path(__file__).parent / "results"
 BACKENDS = ("sqlite", "postgresql")
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 TICKS = os.sysconf("SC_CLK_TCK")
-TARGET_ENV = {"INGEST_ALLOWED_HOSTS": "127.0.0.1"}
-"""Settings for processes that fetch the target: the fetch guard refuses loopback otherwise."""
+TARGET_ENV = {"INGEST_ALLOWED_HOSTS": "127.0.0.0/8"}
+"""Settings for processes that fetch the target: the fetch guard refuses loopback otherwise
+(all of 127.0.0.0/8: `--hosts` spreads jobs over many loopback addresses)."""
 
 
 def backends(choice: str) -> list[str]:
@@ -92,16 +95,42 @@ async def environment() -> dict[str, str]:
     }
 
 
-def start_target(delay_ms: float) -> tuple[subprocess.Popen[str], str]:
-    """Start bench.target in its own process; returns it and its base URL."""
+@dataclass(frozen=True)
+class Target:
+    """A running `bench.target`: its process, port, answer delay and loopback addresses."""
+
+    process: subprocess.Popen[str]
+    port: int
+    delay_ms: float
+    hosts: int
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{address(0)}:{self.port}"
+
+    def url(self, i: int, hosts: int = 1) -> str:
+        """Page i, on the (i mod hosts)-th of the target's addresses: `hosts` domains."""
+        if hosts > self.hosts:
+            raise ValueError(f"the target listens on {self.hosts} addresses, not {hosts}")
+        return f"http://{address(i % hosts)}:{self.port}/page/{i}"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait()
+
+
+def start_target(delay_ms: float, hosts: int = 1) -> Target:
+    """Start bench.target in its own process, on `hosts` loopback addresses."""
+    command = ["--port", "0", "--delay-ms", str(delay_ms), "--hosts", str(hosts)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.target", "--port", "0", "--delay-ms", str(delay_ms)],
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "bench.target", *command], stdout=subprocess.PIPE, text=True
     )
     assert process.stdout is not None
-    port = int(process.stdout.readline())
-    return process, f"http://127.0.0.1:{port}"
+    return Target(process, int(process.stdout.readline()), delay_ms, hosts)
 
 
 def parent_pid(pid: int) -> int:

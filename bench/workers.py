@@ -4,13 +4,16 @@ A `Probe` is the benchmark's own connection to the database: it polls job counts
 PostgreSQL, finds the server processes serving the database so their CPU can be read too.
 """
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -24,6 +27,7 @@ from bench.harness import (
     RESULTS,
     TARGET_ENV,
     TICKS,
+    Target,
     cpu_seconds,
     machine_ticks,
     parent_pid,
@@ -32,8 +36,11 @@ from bench.harness import (
 INGEST = Path(sys.executable).parent / "ingest"
 
 
-def new_jobs(base_url: str, count: int, first: int = 0, tenant: str = "bench") -> list[NewJob]:
-    urls = [f"{base_url}/page/{i}" for i in range(first, first + count)]
+def new_jobs(
+    target: Target, count: int, first: int = 0, tenant: str = "bench", hosts: int = 1
+) -> list[NewJob]:
+    """Jobs fetching the target's pages first .. first+count-1, spread over `hosts` domains."""
+    urls = [target.url(i, hosts) for i in range(first, first + count)]
     return [NewJob(url=url, domain=job_domain(url), tenant=tenant, max_attempts=4) for url in urls]
 
 
@@ -42,25 +49,33 @@ async def submit(store: JobStore, jobs: list[NewJob], batch: int = 1000) -> None
         await store.submit(jobs[start : start + batch])
 
 
+def ingest_env(database_url: str, processes: int, args: Any) -> dict:
+    """The environment of `ingest worker` and `ingest serve` processes: this one's, without
+    its INGEST_* variables, the benchmark's settings, then `--set`'s."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
+    return env | {
+        "INGEST_DATABASE_URL": database_url,
+        "INGEST_LOG_LEVEL": "WARNING",
+        "INGEST_POLL_INTERVAL_SECONDS": str(args.poll_ms / 1000),
+        "INGEST_WORKER_CONCURRENCY": str(args.concurrency),
+        # Most runs fetch one local target: a per-domain politeness limit would measure
+        # that limit, not the queue.
+        "INGEST_DOMAIN_MAX_IN_FLIGHT": str(args.concurrency * processes),
+        # The target is on loopback addresses, which the SSRF guard refuses by default.
+        **TARGET_ENV,
+        **dict(setting.split("=", 1) for setting in args.set),
+    }
+
+
 class Workers:
     """`count` `ingest worker` processes on `database_url`, logging to bench/results/."""
 
-    def __init__(self, database_url: str, count: int, poll_seconds: float, concurrency: int):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
-        env |= {
-            "INGEST_DATABASE_URL": database_url,
-            "INGEST_LOG_LEVEL": "WARNING",
-            "INGEST_POLL_INTERVAL_SECONDS": str(poll_seconds),
-            "INGEST_WORKER_CONCURRENCY": str(concurrency),
-            # Every job fetches the one local target: a per-domain politeness limit would
-            # measure that limit, not the queue.
-            "INGEST_DOMAIN_MAX_IN_FLIGHT": str(concurrency * count),
-            # The target is on 127.0.0.1, which the SSRF guard refuses by default.
-            **TARGET_ENV,
-        }
+    def __init__(self, database_url: str, count: int, args: Any):
+        env = ingest_env(database_url, count, args)
         RESULTS.mkdir(exist_ok=True)
         self.logs = [RESULTS / f"worker-{i}.log" for i in range(count)]
         self._files = [log.open("w") for log in self.logs]
+        self.started_at = time.time()
         self.processes = [
             subprocess.Popen([str(INGEST), "worker"], env=env, stderr=file) for file in self._files
         ]
@@ -87,8 +102,18 @@ class Workers:
         for file in self._files:
             file.close()
         for log in self.logs:
-            if text := log.read_text().strip():
-                print(f"  {log.name}: {text[-1000:]}", file=sys.stderr)
+            show_log(log)
+
+
+NOISE = ("INGEST_WEBHOOK_SECRET is empty", "INGEST_API_KEYS is empty")
+"""Start-up warnings every benchmark process logs: not worth showing."""
+
+
+def show_log(log: Path) -> None:
+    """The end of a process's log on stderr, unless it holds nothing but NOISE."""
+    lines = [line for line in log.read_text().splitlines() if not any(n in line for n in NOISE)]
+    if text := "\n".join(lines).strip():
+        print(f"  {log.name}: {text[-1000:]}", file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -156,6 +181,27 @@ class Probe:
         cpu = {pid: cpu_seconds(pid) for pid in pids}
         cpu[os.getpid()] = cpu_seconds(os.getpid())
         return Sample(time.time(), cpu, self.server_cpu(), machine_ticks())
+
+
+async def wait_until_done(
+    probe: Probe, check_alive: Callable[[], None], each_poll: Callable[[], object] = lambda: None
+) -> None:
+    """Until no job is pending or running; every ~50 ms, after `check_alive()` (raises if a
+    process under test died) and `each_poll()`."""
+    while True:
+        check_alive()
+        each_poll()
+        unfinished, failed = await probe.unfinished()
+        if failed:
+            raise RuntimeError(f"{failed} jobs dead or cancelled")
+        if not unfinished:
+            return
+        await asyncio.sleep(0.05)
+
+
+def other_cores(first: Sample, last: Sample, ours: float) -> float:
+    """Cores busy between two samples with processes other than ours (`ours` CPU seconds)."""
+    return cores_busy(first, last) - ours / (last.at - first.at)
 
 
 def cpu_between(first: Sample, last: Sample, pids: list[int] | None = None) -> float:

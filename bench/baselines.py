@@ -1,0 +1,122 @@
+"""What `bench.drain` compares ingest with: the same GETs with no queue (`bench.fetch_alone`)
+and a bare claim-one loop on each backend (`bench.bare_loop`), each in P child processes
+started together.
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+
+from app.store.database import Database
+from bench.harness import TARGET_ENV, Target, cpu_seconds, fresh_database, machine_ticks
+from bench.workers import Probe, Sample, cores_busy, cpu_between, new_jobs, submit
+
+DATABASE = "ingest_bench"
+
+
+@contextlib.contextmanager
+def children(module: str, processes: int, *options: str) -> Iterator[list[subprocess.Popen[str]]]:
+    """P processes of `python -m <module> <options>`, each up and `ready` on entry."""
+    command = [sys.executable, "-m", module, *options]
+    env = os.environ | TARGET_ENV
+    with contextlib.ExitStack() as stack:
+        started = [
+            stack.enter_context(
+                subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+                )
+            )
+            for _ in range(processes)
+        ]
+        try:
+            for child in started:
+                assert child.stdout is not None
+                if (line := child.stdout.readline().strip()) != "ready":
+                    raise RuntimeError(f"{module} {child.pid} said {line!r}, not 'ready'")
+            yield started
+        except BaseException:
+            for child in started:
+                child.kill()  # not EOF: a child waiting for "go" would take it as one
+            raise
+
+
+def go(started: list[subprocess.Popen[str]]) -> list[dict]:
+    """Start every child's measured phase, then read each one's JSON line."""
+    for child in started:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    return [json.loads(child.stdout.readline()) for child in started if child.stdout]
+
+
+def no_queue(target: Target, mode: str, processes: int, args: Any) -> dict:
+    """`bench.fetch_alone` in P processes, N GETs in all, started together."""
+    per_process = args.jobs // processes
+    options = ["--url", target.base_url, "--mode", mode, "--requests", str(per_process)]
+    with children(
+        "bench.fetch_alone", processes, *options, "--concurrency", str(args.concurrency)
+    ) as started:
+        target_cpu, ticks = cpu_seconds(target.pid), machine_ticks()
+        results = go(started)
+        first = Sample(0, {target.pid: target_cpu}, 0.0, ticks)
+        last = Sample(0, {target.pid: cpu_seconds(target.pid)}, 0.0, machine_ticks())
+    done = per_process * processes
+    if failures := sum(r["failures"] for r in results):
+        raise RuntimeError(f"{failures} of {done} requests failed")
+    seconds = max(r["seconds"] for r in results)
+    ours = sum(r["cpu_seconds"] for r in results) + cpu_between(first, last)
+    return {
+        "jobs_per_s": done / seconds,
+        "worker_cpu_ms": sum(r["cpu_seconds"] for r in results) / done * 1000,
+        "target_cpu_ms": cpu_between(first, last) / done * 1000,
+        "cores_busy": cores_busy(first, last),
+        "other_cores": cores_busy(first, last) - ours / seconds,
+    }
+
+
+async def bare(backend: str, target: Target, processes: int, args: Any) -> dict:
+    """`bench.bare_loop` in P processes, started together, on a fresh database holding the
+    drain's N jobs (submitted the drain's way). Jobs/s and worker CPU are the children's
+    own, from "go" to their last claim coming back empty."""
+    url = await fresh_database(backend, DATABASE)
+    probe = Probe(Database(url))
+    await probe.find_server()
+    await submit(probe.store, new_jobs(target, args.jobs))
+    if args.analyze:
+        await probe.database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
+    options = ["--database", url, "--url", target.base_url, "--concurrency", str(args.concurrency)]
+    with children("bench.bare_loop", processes, *options) as started:
+        first = probe.sample([target.pid])
+        async with asyncio.timeout(args.timeout):  # on expiry the children are killed
+            results = await asyncio.to_thread(go, started)
+        last = probe.sample([target.pid])
+    unfinished, failed = await probe.unfinished()
+    sessions = await probe.sessions()
+    await probe.database.dispose()
+    done = sum(r["jobs"] for r in results)
+    if failures := sum(r["failures"] for r in results):
+        raise RuntimeError(f"{failures} of {done} requests failed")
+    if done != args.jobs or unfinished or failed:
+        raise RuntimeError(f"{done} of {args.jobs} jobs done, {unfinished + failed} left")
+    seconds = max(r["seconds"] for r in results)
+    worker_cpu = sum(r["cpu_seconds"] for r in results)
+    server_cpu = last.server - first.server
+    ours = worker_cpu + cpu_between(first, last) + server_cpu
+    per_job = 1000 / done  # seconds in all -> ms per job
+    return {
+        "jobs_per_s": done / seconds,
+        "worker_cpu_ms": worker_cpu * per_job,
+        "db_server_cpu_ms": server_cpu * per_job if backend == "postgresql" else float("nan"),
+        "target_cpu_ms": cpu_between(first, last, [target.pid]) * per_job,
+        "bench_cpu_ms": cpu_between(first, last, [os.getpid()]) * per_job,
+        "cores_busy": cores_busy(first, last),
+        "other_cores": cores_busy(first, last) - ours / (last.at - first.at),
+        "connections_per_1k": sessions * per_job if sessions else float("nan"),
+    }
