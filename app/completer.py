@@ -38,11 +38,14 @@ class Completer:
         settings: Settings,
         clock: Callable[[], datetime],
         rand: Callable[[], float] = random.random,
+        on_recorded: Callable[[], None] = lambda: None,
     ) -> None:
         self.queue = queue
         self.settings = settings
         self.clock = clock
         self.rand = rand
+        self.on_recorded = on_recorded
+        """Called after outcomes were recorded: their domains' slots are free again."""
         self._waiting: list[Outcome] = []
         self._writing: list[Outcome] = []
         self._gathered = asyncio.Event()
@@ -121,6 +124,8 @@ class Completer:
         pause the domains that policy says should wait."""
         now = self.clock()
         recorded = await self.queue.record(outcomes, now)
+        if recorded.outcomes:
+            self.on_recorded()
         kept = {outcome.lease for outcome in recorded.outcomes}
         for outcome in outcomes:
             if outcome.lease in kept:

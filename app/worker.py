@@ -65,7 +65,8 @@ class Worker:
         self.clock = clock
         self.id = new_worker_id()
         self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup, role="worker")
-        self.completer = Completer(queue, settings, clock, rand)
+        # A record frees domain slots a claim may have found full: look again then.
+        self.completer = Completer(queue, settings, clock, rand, on_recorded=self.notify)
         self.rand = rand
         self._queued: deque[Lease] = deque()
         self._running: dict[asyncio.Task[None], Lease] = {}

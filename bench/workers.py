@@ -59,8 +59,8 @@ def ingest_env(database_url: str, processes: int, args: Any) -> dict:
         "INGEST_POLL_INTERVAL_SECONDS": str(args.poll_ms / 1000),
         "INGEST_WORKER_CONCURRENCY": str(args.concurrency),
         # Most runs fetch one local target: a per-domain politeness limit would measure
-        # that limit, not the queue.
-        "INGEST_DOMAIN_MAX_IN_FLIGHT": str(args.concurrency * processes),
+        # that limit, not the queue (a worker's claimed jobs, queued ones included, count).
+        "INGEST_DOMAIN_MAX_IN_FLIGHT": "100000",
         # The target is on loopback addresses, which the SSRF guard refuses by default.
         **TARGET_ENV,
         **dict(setting.split("=", 1) for setting in args.set),
