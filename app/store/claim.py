@@ -33,7 +33,7 @@ from app.model import JobStatus, Lease
 from app.scheduling import Candidate, DomainState, choose
 from app.settings import Settings
 from app.store.database import Database
-from app.store.dialect import lock_rows, lock_skipping
+from app.store.dialect import lock_rows, lock_skipping, materialized
 from app.store.tables import (
     DUE_SINCE,
     UTCDateTime,
@@ -49,31 +49,37 @@ def _now() -> sa.BindParameter[datetime]:
     return sa.bindparam("now", type_=UTCDateTime)
 
 
-def _domain_may_start() -> sa.ColumnElement[bool]:
-    blocked = (
-        sa.select(domains.c.domain)
-        .where(
-            domains.c.domain == jobs.c.domain,
-            sa.or_(
-                domains.c.paused_until > _now(),
-                domains.c.next_start_at > _now(),
-                domains.c.in_flight >= sa.bindparam("domain_limit", type_=sa.Integer),
-            ),
-        )
-        .exists()
+def _blocks() -> sa.ColumnElement[bool]:
+    """A domain that may not start a fetch now: paused, inside its minimum interval, or at its
+    in-flight limit."""
+    return sa.or_(
+        domains.c.paused_until > _now(),
+        domains.c.next_start_at > _now(),
+        domains.c.in_flight >= sa.bindparam("domain_limit", type_=sa.Integer),
     )
-    return ~blocked
 
 
-def claimable_now() -> sa.ColumnElement[bool]:
+def claimable_now(blocked: sa.CTE | None = None) -> sa.ColumnElement[bool]:
     """A job a claim may take now: pending, due, and on a domain that may start a fetch.
     The one predicate behind the look before a claim, the tenants' turn and the candidates
-    (bound: `now`, `domain_limit`)."""
+    (bound: `now`, `domain_limit`). With `blocked` (the blocked domains, computed once per
+    statement), a job's domain is looked up in that set rather than by a subquery per row:
+    a statement that asks per tenant would otherwise scan the domains once per tenant."""
+    if blocked is None:
+        may_start = ~(
+            sa.select(domains.c.domain).where(domains.c.domain == jobs.c.domain, _blocks()).exists()
+        )
+    else:
+        may_start = jobs.c.domain.not_in(sa.select(blocked.c.domain))
     return sa.and_(
         status_is(JobStatus.PENDING),
         sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= _now()),
-        _domain_may_start(),
+        may_start,
     )
+
+
+def _blocked_domains() -> sa.CTE:
+    return materialized(sa.select(domains.c.domain).where(_blocks()).cte("blocked"))
 
 
 def _bound(now: datetime, settings: Settings, **values: object) -> dict[str, object]:
@@ -94,11 +100,13 @@ _ANYTHING_CLAIMABLE = (
 # The tenant's first claimable job in index order, not EXISTS: PostgreSQL drops an EXISTS's
 # ORDER BY and LIMIT and may then read the tenant's whole pending list (bitmap scan) to find
 # one row; walking ix_jobs_tenant_claim in order stops at the first.
+_BLOCKED = _blocked_domains()
+
 _WAITING_TENANTS = (
     sa.select(tenants.c.tenant, tenants.c.last_served_at)
     .where(
         sa.select(jobs.c.id)
-        .where(jobs.c.tenant == tenants.c.tenant, claimable_now())
+        .where(jobs.c.tenant == tenants.c.tenant, claimable_now(_BLOCKED))
         .order_by(jobs.c.priority.desc(), jobs.c.created_at)
         .limit(1)
         .scalar_subquery()
@@ -113,6 +121,7 @@ _WAITING_TENANTS = (
 def _candidates(tenant_count: int) -> sa.CompoundSelect[Any]:
     """Each of `tenant_count` tenants' (bound: t0, t1, ...) first `per_tenant` claimable
     jobs in claim order, locked as they are read."""
+    blocked = _blocked_domains()
     firsts = [
         lock_skipping(
             sa.select(
@@ -123,7 +132,7 @@ def _candidates(tenant_count: int) -> sa.CompoundSelect[Any]:
                 jobs.c.created_at,
                 DUE_SINCE.label("due_since"),
             )
-            .where(jobs.c.tenant == sa.bindparam(f"t{i}"), claimable_now())
+            .where(jobs.c.tenant == sa.bindparam(f"t{i}"), claimable_now(blocked))
             .order_by(jobs.c.priority.desc(), jobs.c.created_at)
             .limit(sa.bindparam("per_tenant", type_=sa.Integer))
         ).subquery()
