@@ -70,6 +70,8 @@ class DomainStore:
     ) -> list[DomainOverview]:
         """Domains with work or a state worth seeing (pending or running jobs, a pause, a
         failure streak), by name: what `GET /domains` shows. With `domain`, just that one."""
+        if domain is not None and not storable(domain):
+            return []  # no row can hold it, and PostgreSQL would fail on a NUL
         due = sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now)
         pending = (
             sa.select(
