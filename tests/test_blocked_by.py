@@ -125,3 +125,19 @@ async def test_the_api_says_it_for_one_job_and_in_lists(make_settings):
         "detail": "HTTP 429, Retry-After 7200s",
     } == one["blocked_by"]
     assert one == listed
+
+
+async def test_stats_say_the_oldest_due_job_and_how_many_are_not_due(database):
+    """A job created two hours ago but not due for another hour is the oldest pending, not
+    the oldest due: that is the one due for a minute. Of one domain, its own."""
+    early = JobStore(database, lambda: NOW - timedelta(hours=2))
+    await early.submit([new("a.test", 0, not_before=NOW + timedelta(hours=1))])
+    await JobStore(database, lambda: NOW - timedelta(minutes=1)).submit([new("b.test", 1)])
+    jobs, _ = stores(database)
+    everything, of_a = await jobs.stats(), await jobs.stats(domain="A.test")
+    assert (7200, 60, 1) == (
+        everything.oldest_pending_age_seconds,
+        everything.oldest_due_age_seconds,
+        everything.scheduled,
+    )
+    assert (1, None, 1) == (of_a.counts["pending"], of_a.oldest_due_age_seconds, of_a.scheduled)
