@@ -90,6 +90,28 @@ class DeliveryEvent(StrEnum):
     JOB_DEAD = "job.dead"
 
 
+class BlockReason(StrEnum):
+    """What holds a pending job back (`app.scheduling.waiting_for`)."""
+
+    NOT_DUE = "not_due"
+    """Its `retry_after` (a backoff, a rate limit, a `not_before`) has not come."""
+    DOMAIN_PAUSED = "domain_paused"
+    DOMAIN_INTERVAL = "domain_interval"
+    """Its domain started a fetch less than INGEST_DOMAIN_MIN_INTERVAL_SECONDS ago."""
+    DOMAIN_AT_LIMIT = "domain_at_limit"
+    """Its domain runs INGEST_DOMAIN_MAX_IN_FLIGHT fetches already."""
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why a pending job cannot start now, and until when (None: until a fetch ends)."""
+
+    reason: BlockReason
+    until: datetime | None = None
+    detail: str | None = None
+    """The domain's pause reason."""
+
+
 @dataclass(frozen=True)
 class NewJob:
     """A job to submit, validated by the caller (the API, the CLI, a benchmark)."""
@@ -245,3 +267,18 @@ class ClaimedDelivery:
     url: str
     attempt: int
     max_attempts: int
+
+
+@dataclass(frozen=True)
+class WorkerPresence:
+    """What a worker process says of itself on each heartbeat (`app.store.workers`)."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    slots: int
+    running: int
+    queued: int
+    """Claimed into its local queue, not started yet."""
+    started_at: datetime

@@ -26,6 +26,7 @@ from app.store.domains import DomainStore
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.reads import ContentStore
+from app.store.workers import WorkerStore
 from app.webhooks import Deliverer
 from app.worker import Worker
 
@@ -41,6 +42,7 @@ class Runtime:
     domains: DomainStore
     deliveries: DeliveryStore
     contents: ContentStore
+    workers: WorkerStore
     fetcher: Fetcher | None = None
     worker: Worker | None = None
     deliverer: Deliverer | None = None
@@ -61,7 +63,7 @@ class Runtime:
         database = Database(settings.database_url, settings.database_pool_size)
         # A submit in this process wakes this process's worker at once.
         wakeup = Wakeup()
-        jobs = JobStore(database, clock, on_submit=wakeup.set)
+        jobs = JobStore(database, clock, wakeup.set, settings.domain_max_in_flight)
         deliveries = DeliveryStore(database)
         runtime = cls(
             settings,
@@ -71,6 +73,7 @@ class Runtime:
             DomainStore(database, clock),
             deliveries,
             ContentStore(database),
+            WorkerStore(database, clock),
         )
         if run_worker:
             runtime.fetcher = Fetcher(settings, resolver=resolver)

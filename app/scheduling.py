@@ -2,7 +2,8 @@
 
 `choose` takes which of the claim's candidate jobs to claim, honouring priority, fair share
 across tenants, and each domain's politeness limits. The store's claim (`app.store.claim`)
-finds the candidates and locks the domains; this module decides among them.
+finds the candidates and locks the domains; this module decides among them. `waiting_for`
+says which of the same rules holds a pending job back, for operators.
 """
 
 import heapq
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from app.model import Blocked, BlockReason
 from app.settings import Settings
 
 
@@ -32,6 +34,8 @@ class DomainState:
     in_flight: int
     next_start_at: datetime | None = None
     paused_until: datetime | None = None
+    pause_reason: str | None = None
+    """Said by `waiting_for`; not used to choose."""
 
 
 def choose(
@@ -103,3 +107,35 @@ def _may_start(domain: DomainState | None, now: datetime, settings: Settings) ->
     if domain.next_start_at is not None and domain.next_start_at > now:
         return False
     return domain.in_flight < settings.domain_max_in_flight
+
+
+def waiting_for(
+    retry_after: datetime | None,
+    domain: DomainState | None,
+    now: datetime,
+    max_in_flight: int | None,
+) -> Blocked | None:
+    """What holds a pending job back at `now`, by the rules the claim applies (`choose`, and
+    the claim's SQL for `retry_after`); None if a claim may take it now.
+
+    Of a domain pause, a `retry_after` and a domain's minimum interval, the one that ends
+    last (the job waits for all of them; a pause wins a tie); else its domain at
+    `max_in_flight` fetches (None: the limit is not known here, so not said).
+    """
+    domain = domain or DomainState(0)
+    timed = [
+        (until, reason)
+        for until, reason in [
+            (domain.paused_until, BlockReason.DOMAIN_PAUSED),
+            (retry_after, BlockReason.NOT_DUE),
+            (domain.next_start_at, BlockReason.DOMAIN_INTERVAL),
+        ]
+        if until is not None and until > now
+    ]
+    if timed:
+        until, reason = max(timed, key=lambda pair: pair[0])
+        detail = domain.pause_reason if reason is BlockReason.DOMAIN_PAUSED else None
+        return Blocked(reason, until, detail)
+    if max_in_flight is not None and domain.in_flight >= max_in_flight:
+        return Blocked(BlockReason.DOMAIN_AT_LIMIT)
+    return None

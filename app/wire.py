@@ -1,5 +1,5 @@
-"""What the service says about its jobs to the outside: the JSON of a job, an attempt and the
-counts, one shape for the API, the CLI's `--json` and the webhooks' bodies.
+"""What the service says about its jobs to the outside: the JSON of a job, an attempt, the
+counts and a worker, one shape for the API, the CLI's `--json` and the webhooks' bodies.
 
 Built from the store's rows (`JobOut.of(job)`); timestamps are ISO-8601 UTC.
 """
@@ -9,8 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.model import AttemptOutcome, DeadReason, ErrorKind, JobStatus
+from app.model import AttemptOutcome, Blocked, BlockReason, DeadReason, ErrorKind, JobStatus
+from app.store.jobs import Stats
 from app.store.tables import Attempt, Job
+from app.store.workers import WorkerSeen, WorkerState
 
 
 class ErrorOut(BaseModel):
@@ -31,6 +33,19 @@ class ResultOut(BaseModel):
     text_length: int | None = Field(description="Characters of the extracted main text.")
 
 
+class BlockedOut(BaseModel):
+    reason: BlockReason = Field(
+        description="`not_due` (its retry_after), `domain_paused`, `domain_interval` (the "
+        "domain's minimum interval between starts) or `domain_at_limit` (its in-flight limit)."
+    )
+    until: datetime | None = Field(description="When it ends; null for `domain_at_limit`.")
+    detail: str | None = Field(description="Why the domain is paused.")
+
+    @classmethod
+    def of(cls, blocked: Blocked) -> "BlockedOut":
+        return cls(reason=blocked.reason, until=blocked.until, detail=blocked.detail)
+
+
 class JobOut(BaseModel):
     id: str
     url: str
@@ -42,6 +57,10 @@ class JobOut(BaseModel):
     max_attempts: int
     deferrals: int = Field(description="Rate-limited answers that did not spend budget.")
     retry_after: datetime | None = Field(description="Set only while a pending job waits.")
+    blocked_by: BlockedOut | None = Field(
+        description="What holds a pending job back now (null: nothing, or not pending). "
+        "The answer to a submit says `not_due` at most: it does not look at the domain."
+    )
     last_error: ErrorOut | None
     dead_reason: DeadReason | None
     result: ResultOut | None
@@ -85,6 +104,7 @@ class JobOut(BaseModel):
             max_attempts=job.max_attempts,
             deferrals=job.deferrals,
             retry_after=job.retry_after if job.status == JobStatus.PENDING else None,
+            blocked_by=BlockedOut.of(job.blocked_by) if job.blocked_by else None,
             last_error=last_error,
             dead_reason=DeadReason(job.dead_reason) if job.dead_reason else None,
             result=result,
@@ -124,4 +144,39 @@ class StatusCounts(BaseModel):
 
 class StatsOut(BaseModel):
     counts: StatusCounts
-    oldest_pending_age_seconds: float | None
+    oldest_pending_age_seconds: float | None = Field(
+        description="Since the oldest pending job was created, whether due or not."
+    )
+    oldest_due_age_seconds: float | None = Field(
+        description="How long the longest-waiting due pending job has been due: the backlog."
+    )
+    scheduled: int = Field(description="Pending jobs not due yet (a retry_after to come).")
+
+    @classmethod
+    def of(cls, stats: Stats) -> "StatsOut":
+        return cls(
+            counts=StatusCounts(**stats.counts),
+            oldest_pending_age_seconds=stats.oldest_pending_age_seconds,
+            oldest_due_age_seconds=stats.oldest_due_age_seconds,
+            scheduled=stats.scheduled,
+        )
+
+
+class WorkerOut(BaseModel):
+    id: str = Field(description="As jobs' and attempts' `worker_id` name it.")
+    host: str
+    pid: int
+    version: str
+    state: WorkerState = Field(
+        description="`live`; `stopped` (cleanly); `gone`: no heartbeat for twice the lease."
+    )
+    slots: int = Field(description="Fetches it runs at once.")
+    running: int
+    queued: int = Field(description="Claimed into its local queue, not started yet.")
+    started_at: datetime
+    last_heartbeat_at: datetime
+    stopped_at: datetime | None
+
+    @classmethod
+    def of(cls, worker: WorkerSeen) -> "WorkerOut":
+        return cls.model_validate(worker, from_attributes=True)

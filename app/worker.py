@@ -16,6 +16,9 @@ running ones the grace period, hands back the rest, and records everything befor
 
 The worker never sleeps on a job: a failed job's next attempt time is written to its row
 and the loop moves on. It issues no SQL and decides nothing.
+
+Operators see each worker in the `workers` table (`app.store.workers`): its row is written
+at start and every heartbeat interval (its load), and marked stopped after a clean stop.
 """
 
 import asyncio
@@ -29,12 +32,12 @@ from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from app import __version__, policy
 from app import observability as events
-from app import policy
 from app.completer import Completer
 from app.fetch.fetcher import Fetcher
 from app.loop import Loop, Wakeup
-from app.model import Lease
+from app.model import Lease, WorkerPresence
 from app.settings import Settings
 from app.store.queue import Queue
 from app.wording import counted, seconds
@@ -74,6 +77,7 @@ class Worker:
         self._more_due = False
         self._next_take_back = clock()
         self._next_prune = clock() + PRUNE_INTERVAL
+        self._started_at = clock()
 
     def notify(self) -> None:
         """Something may be due now (a job was submitted, a slot freed): look again."""
@@ -88,10 +92,13 @@ class Worker:
         return self.settings.worker_concurrency + self.settings.prefetch
 
     async def run(self) -> None:
+        self._started_at = self.clock()
+        await self._report()
         log.info(
             "worker %s started (%s)", self.id, counted(self.settings.worker_concurrency, "slot")
         )
         heartbeat = asyncio.create_task(self._heartbeat())
+        announcing = asyncio.create_task(self._announce())
         recording = asyncio.create_task(self.completer.run())
         try:
             await self.loop.run()
@@ -104,7 +111,9 @@ class Worker:
                 self.completer.close()
                 await recording
                 heartbeat.cancel()
-                await asyncio.wait([heartbeat])
+                announcing.cancel()
+                await asyncio.wait([heartbeat, announcing])
+        await self._report(stopped=True)
         log.info("worker %s stopped", self.id)
 
     async def tick(self) -> float:
@@ -215,6 +224,34 @@ class Worker:
                 log.warning("worker %s: heartbeat failed (%s); leases may expire", self.id, exc)
                 continue
             self._drop_lost([lease for lease in held if lease not in kept])
+
+    async def _announce(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_seconds / 3)
+            await self._report()
+
+    async def _report(self, stopped: bool = False) -> None:
+        """Write this worker's row in the workers table: alive with its load, or stopped. A
+        failure is logged and changes nothing else: the row is for operators to read."""
+        try:
+            if stopped:
+                await self.queue.stopped(self.id, self.clock())
+            else:
+                presence = WorkerPresence(
+                    self.id,
+                    socket.gethostname(),
+                    os.getpid(),
+                    __version__,
+                    self.settings.worker_concurrency,
+                    len(self._running),
+                    len(self._queued),
+                    self._started_at,
+                )
+                await self.queue.report(presence, self.clock())
+        except Exception as exc:
+            log.warning(
+                "worker %s: could not write its row in the workers table (%s)", self.id, exc
+            )
 
     def _drop_lost(self, lost: list[Lease]) -> None:
         """Leases another worker took back while this one held them: stop their fetches and

@@ -70,7 +70,9 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def _truncate(url: str) -> None:
     conn = await asyncpg.connect(_pg_admin_dsn(url))
     try:
-        await conn.execute("TRUNCATE attempts, jobs, domains, tenants RESTART IDENTITY CASCADE")
+        await conn.execute(
+            "TRUNCATE attempts, jobs, domains, tenants, workers RESTART IDENTITY CASCADE"
+        )
     finally:
         await conn.close()
 

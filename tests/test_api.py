@@ -53,6 +53,7 @@ async def test_submit_returns_the_pending_job(client):
         "max_attempts": 4,
         "deferrals": 0,
         "retry_after": None,
+        "blocked_by": None,
         "last_error": None,
         "dead_reason": None,
         "result": None,

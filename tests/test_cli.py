@@ -96,14 +96,15 @@ def made(database_url, make_settings, web, monkeypatch, tmp_path) -> dict[str, d
 
 
 def test_list_shows_a_table_of_every_job(made):
-    """The table: id, URL, status (with dead reason), attempts/max, retry time, last error."""
+    """The table: id, URL, status (with dead reason), attempts/max, what holds a pending job
+    back and until when (the 503 paused its domain), last error."""
     result = ingest("jobs", "list")
     assert 0 == result.exit_code, result.output
     rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
     gone, waiting = rows[made["gone"]["id"]], rows[made["waiting"]["id"]]
     assert made["gone"]["url"] in gone
     assert re.search(r"dead \(fatal\)\s+1/4\s+-\s+fatal HTTPStatus 404", gone), gone
-    assert re.search(r"pending\s+1/4\s+\d\d:\d\d:\d\d \(in (9m5\ds|10m00s)\)", waiting), waiting
+    assert re.search(r"pending\s+1/4\s+domain_paused \(in (9m5\ds|10m00s)\)", waiting), waiting
     assert "transient HTTPStatus 503" in waiting
     assert {made[name]["id"] for name in ("ok", "gone", "waiting", "cancelled")} <= set(rows)
 
@@ -158,6 +159,18 @@ def test_show_prints_the_job_and_its_attempts(made):
     assert re.search(
         r"^1\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\d+\s+fatal\s+HTTPStatus\s+404", result.stdout, re.M
     )
+
+
+def test_show_says_what_holds_a_pending_job_back(made):
+    """`jobs show` of the job whose 503 paused its domain: blocked by the pause, until when
+    and why (the list says it too, shorter)."""
+    result = ingest("jobs", "show", made["waiting"]["id"])
+    assert 0 == result.exit_code, result.output
+    assert re.search(
+        r"^blocked by\s+domain_paused until \d\d:\d\d:\d\d \(in \d+m\d\ds\): HTTP 503",
+        result.stdout,
+        re.M,
+    ), result.stdout
 
 
 def test_show_json_is_what_the_api_answers(made):
@@ -244,13 +257,16 @@ def test_an_unknown_id_is_one_line(made, command):
 
 
 def test_stats(made):
-    """`ingest stats` counts what GET /stats counts; --json is its model."""
+    """`ingest stats` counts what GET /stats counts; --json is its model. Of the pending
+    jobs it says the oldest due (none: the one left waits for its retry) and how many are
+    not due yet."""
     result = ingest("stats", "--json")
     assert 0 == result.exit_code, result.output
     assert made["stats"]["counts"] == json_lines(result.stdout)[0]["counts"]
+    assert (None, 1) == (made["stats"]["oldest_due_age_seconds"], made["stats"]["scheduled"])
     table = ingest("stats").stdout
     assert re.search(r"^succeeded\s+1$", table, re.M), table
-    assert re.search(r"^oldest pending job: \d", table, re.M), table
+    assert re.search(r"^oldest due job: none\nnot due yet: 1$", table, re.M), table
 
 
 LONG_URL = "https://very-long-host-name.example.com/" + "/".join(["segment"] * 20) + "/end.html"
@@ -293,7 +309,7 @@ def test_list_at_80_columns(made, database_url):
 
 
 def test_list_at_200_columns_and_wide(made, database_url):
-    """At 200 columns: whole ids, attempts, retry time, tenant and creation time; --wide
+    """At 200 columns: whole ids, attempts, what blocks, tenant and creation time; --wide
     adds whole URLs however narrow the terminal."""
     long_id = submit_long_url(database_url)
     result = ingest("jobs", "list", columns=200)
@@ -301,10 +317,8 @@ def test_list_at_200_columns_and_wide(made, database_url):
     assert 0 == result.exit_code == wide.exit_code, result.output + wide.output
     assert widest(result.stdout) <= 200
     header = result.stdout.splitlines()[0].split()
-    assert ["ID", "URL", "STATUS", "ATTEMPTS", "RETRY", "AFTER", "(UTC)", "LAST", "ERROR"] == (
-        header[:9]
-    )
-    assert ["TENANT", "CREATED", "(UTC)"] == header[9:]
+    assert ["ID", "URL", "STATUS", "ATTEMPTS", "BLOCKED", "BY", "LAST", "ERROR"] == header[:8]
+    assert ["TENANT", "CREATED", "(UTC)"] == header[8:]
     assert re.search(rf"^{made['ok']['id']}\s.*\s1/4\s.*\sshop\s+\d{{4}}-", result.stdout, re.M)
     assert LONG_URL not in result.stdout
     assert re.search(rf"^{long_id}\s+{re.escape(LONG_URL)}\s+pending\s", wide.stdout, re.M)

@@ -13,7 +13,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 import sqlalchemy as sa
 
-from app.api.dashboard import duration, presented_key, relative
+from app.api.dashboard import presented_key
+from app.api.pages import duration, relative
 from app.clock import utc_now
 from app.settings import Settings
 from app.store.tables import Domain
@@ -32,13 +33,13 @@ class Seeded:
     waiting: str
     """A pending job waiting for its retry_after (ten minutes) after an HTTP 500."""
     paused_domain: str
-    """A domain paused for ten minutes, with a job due in an hour."""
+    """A domain paused for ten minutes, with a job due in five: its pause holds the job back."""
 
 
 async def seed(make_settings: Callable[..., Settings], web: ScriptedServer) -> Seeded:
     """Make the jobs the dashboard shows with the app's own worker, then stop it."""
     gone, busy = web.script("/gone", Reply(404)), web.script("/busy", Reply(500))
-    later = (utc_now() + timedelta(hours=1)).isoformat()
+    later = (utc_now() + timedelta(minutes=5)).isoformat()
     settings = make_settings(backoff_base_seconds=600.0, backoff_max_seconds=600.0)
     async with running_app(settings) as (app, client):
         dead = (await client.post("/jobs", json={"url": gone})).json()["id"]
@@ -79,25 +80,26 @@ async def test_overview_shows_counts_dead_waiting_and_paused(make_settings, web)
         response.status_code,
         response.headers["content-type"],
     )
-    assert '<meta http-equiv="refresh" content="5; url=/dashboard">' in page
     assert f'<tr data-job-id="{seeded.dead}">' in page
     assert "HTTPStatus: HTTP 404" in page
     assert f'<tr data-job-id="{seeded.waiting}">' in page
     assert "HTTPStatus: HTTP 500" in page
     assert f'<tr data-domain="{PAUSED_DOMAIN}">' in page
     assert "HTTP 429, Retry-After 600s" in page
+    assert 'data-blocked="domain_paused"' in page
     assert '<li class="s-dead" data-status="dead"><span class="n">1</span>' in page
 
 
 async def test_domain_filter_narrows_every_list(make_settings, web):
-    """?domain= shows only that domain's dead and waiting jobs and its pause."""
+    """?domain= shows only that domain's dead and waiting jobs and its pause; its buttons
+    come back to the filtered page."""
     seeded = await seed(make_settings, web)
     async with running_app(make_settings(worker_enabled=False)) as (_, client):
         page = (await client.get("/dashboard", params={"domain": "PAUSED.example"})).text
     assert seeded.dead not in page
     assert seeded.waiting not in page
     assert f'<tr data-domain="{PAUSED_DOMAIN}">' in page
-    assert "url=/dashboard?domain=paused.example" in page
+    assert 'action="/dashboard/domains/paused.example/resume?domain=paused.example"' in page
 
 
 async def test_retry_button_requeues_the_dead_job_and_redirects_back(make_settings, web):
@@ -153,8 +155,7 @@ async def test_resume_button_clears_the_pause(make_settings, web):
                 )
             ).one()
     assert f"Domain {PAUSED_DOMAIN} resumed." == notice_of(response.headers["location"])
-    assert f'<tr data-domain="{PAUSED_DOMAIN}">' not in page
-    assert "No domain is paused." in page
+    assert f'action="/dashboard/domains/{PAUSED_DOMAIN}/resume"' not in page
     assert (None, None) == (row.paused_until, row.pause_reason)
     assert "No domain nowhere.example." == notice_of(missing.headers["location"])
 

@@ -28,8 +28,11 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
 from app.api.app import create_app
+from app.clock import utc_now
 from app.settings import Settings
-from tests.test_dashboard import PAUSED_DOMAIN, seed
+from app.store.database import Database
+from tests.activity import LIVE, Activity, seed_activity
+from tests.test_dashboard import PAUSED_DOMAIN, Seeded, seed
 from tests.webserver import ScriptedServer
 
 T = TypeVar("T")
@@ -135,8 +138,8 @@ def test_dashboard_retry_resume_and_history(
         dead_row = page.locator(f'#dead tr[data-job-id="{seeded.dead}"]')
         expect(dead_row).to_contain_text("HTTPStatus: HTTP 404")
         expect(page.locator(f'#waiting tr[data-job-id="{seeded.waiting}"]')).to_be_visible()
-        expect(page.locator(f'#paused tr[data-domain="{PAUSED_DOMAIN}"]')).to_be_visible()
-        screenshot(page, tmp_path, "dashboard.png", publish=True)
+        paused_row = page.locator(f'#domains tr[data-domain="{PAUSED_DOMAIN}"]')
+        expect(paused_row).to_contain_text("HTTP 429, Retry-After 600s")
 
         dead_row.get_by_role("button", name="Retry").click()
         expect(page.get_by_role("status")).to_have_text(f"Job {seeded.dead} is pending again.")
@@ -144,11 +147,9 @@ def test_dashboard_retry_resume_and_history(
         expect(page.locator('[data-status="dead"] .n')).to_have_text("0")
         assert "pending" == httpx.get(f"{base}/jobs/{seeded.dead}").json()["status"]
 
-        page.locator(f'#paused tr[data-domain="{PAUSED_DOMAIN}"]').get_by_role(
-            "button", name="Resume"
-        ).click()
+        paused_row.get_by_role("button", name="Resume").click()
         expect(page.get_by_role("status")).to_have_text(f"Domain {PAUSED_DOMAIN} resumed.")
-        expect(page.locator("#paused")).to_contain_text("No domain is paused.")
+        expect(paused_row.get_by_role("button", name="Resume")).to_have_count(0)
 
         page.goto(f"{base}/dashboard/jobs/{seeded.dead}")
         expect(page.locator('[data-field="status"]')).to_have_text("pending")
@@ -156,6 +157,82 @@ def test_dashboard_retry_resume_and_history(
         expect(page.locator("#attempts tbody tr")).to_contain_text("HTTP 404")
         screenshot(page, tmp_path, "job.png")
     assert [] == outside
+
+
+def seed_all(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+) -> tuple[Seeded, Activity]:
+    """The dead, waiting and paused jobs of `seed`, and a busy last hour with workers."""
+    seeded = run_apart(seed(make_settings, web))
+
+    async def busy_hour() -> Activity:
+        database = Database(make_settings().database_url)
+        try:
+            return await seed_activity(database, utc_now())
+        finally:
+            await database.dispose()
+
+    return seeded, run_apart(busy_hour())
+
+
+def test_overview_at_1280_and_800_pixels(
+    browser: Browser,
+    make_settings: Callable[..., Settings],
+    web: ScriptedServer,
+    tmp_path: Path,
+):
+    """Workers, running jobs, domains and the chart with the hour's totals are shown; at
+    800 px wide nothing scrolls sideways and every button is on screen."""
+    seeded, activity = seed_all(make_settings, web)
+    # A minute's lease: the seeded workers' heartbeats are seconds old, so they are live.
+    with serving(create_app(make_settings(worker_enabled=False, lease_seconds=60))) as base:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        outside = only_the_service(page, base)
+        page.goto(f"{base}/dashboard")
+        expect(page.locator("#workers tr.live")).to_have_count(len(LIVE))
+        expect(page.locator("#running tbody tr")).to_have_count(len(activity.running))
+        expect(page.locator(f'#domains tr[data-domain="{PAUSED_DOMAIN}"]')).to_be_visible()
+        # The seed's worker made one attempt dead (404) and one retried (500).
+        totals = activity.totals | {
+            "retried": activity.totals["retried"] + 1,
+            "dead": activity.totals["dead"] + 1,
+        }
+        for name, total in totals.items():
+            expect(page.locator(f'[data-total="{name}"] strong')).to_have_text(str(total))
+        expect(page.locator("#chart svg rect.b-succeeded").first).to_be_visible()
+        assert 0 == page.locator('meta[http-equiv="refresh"]').count()
+        screenshot(page, tmp_path, "dashboard.png", publish=True)
+
+        page.set_viewport_size({"width": 800, "height": 900})
+        page.goto(f"{base}/dashboard")
+        assert 800 >= page.evaluate("document.documentElement.scrollWidth")
+        offscreen = page.evaluate(
+            """() => [...document.querySelectorAll('button, a.button')]
+                .map(b => b.getBoundingClientRect())
+                .filter(r => r.left < 0 || r.right > window.innerWidth).length"""
+        )
+        assert 0 == offscreen
+        expect(
+            page.locator(f'#dead tr[data-job-id="{seeded.dead}"] button', has_text="Retry")
+        ).to_be_visible()
+        screenshot(page, tmp_path, "dashboard-800.png")
+    assert [] == outside
+
+
+def test_delete_all_dead_goes_through_a_confirmation(
+    browser: Browser, make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """The "Delete all dead" link opens a page that says how many; its button deletes them."""
+    seeded = run_apart(seed(make_settings, web))
+    with serving(create_app(make_settings(worker_enabled=False))) as base:
+        page = browser.new_page()
+        page.goto(f"{base}/dashboard")
+        page.get_by_role("link", name="Delete all dead…").click()
+        expect(page.locator("main")).to_contain_text("1 dead job will be deleted")
+        page.get_by_role("button", name="Delete 1 dead job").click()
+        expect(page.get_by_role("status")).to_have_text("Deleted 1 dead job(s).")
+        expect(page.locator(f'#dead tr[data-job-id="{seeded.dead}"]')).to_have_count(0)
+        assert 404 == httpx.get(f"{base}/jobs/{seeded.dead}").status_code
 
 
 def test_swagger_ui_renders_with_no_network_beyond_the_service(

@@ -12,6 +12,7 @@ from app.store.deliveries import DeliveryStore
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore
 from app.store.reads import ContentStore
+from app.store.workers import WorkerStore
 
 
 def runtime(request: Request) -> Runtime:
@@ -46,9 +47,14 @@ def _contents(running: RuntimeDep) -> ContentStore:
     return running.contents
 
 
+def _workers(running: RuntimeDep) -> WorkerStore:
+    return running.workers
+
+
 JobsDep = Annotated[JobStore, Depends(_jobs)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 DatabaseDep = Annotated[Database, Depends(_database)]
 DomainsDep = Annotated[DomainStore, Depends(_domains)]
 DeliveriesDep = Annotated[DeliveryStore, Depends(_deliveries)]
 ContentsDep = Annotated[ContentStore, Depends(_contents)]
+WorkersDep = Annotated[WorkerStore, Depends(_workers)]

@@ -3,7 +3,7 @@
 from datetime import datetime
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from app.api.auth import AdminDep
 from app.api.deps import DomainsDep
@@ -21,6 +21,10 @@ class DomainOut(BaseModel):
     in_flight: int
     pending: int
     oldest_pending_age_seconds: float | None
+    scheduled: int = Field(description="Of the pending: not due yet.")
+    oldest_due_age_seconds: float | None = Field(
+        description="How long its longest-waiting due pending job has been due."
+    )
 
     @classmethod
     def of(cls, domain: DomainOverview) -> "DomainOut":

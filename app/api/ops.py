@@ -1,15 +1,16 @@
-"""Operational endpoints: stats, liveness, readiness."""
+"""Operational endpoints: stats, workers, liveness, readiness."""
 
 import asyncio
 import logging
+from datetime import timedelta
 
 from fastapi import APIRouter, HTTPException
 
-from app.api.auth import CallerDep
-from app.api.deps import DatabaseDep, JobsDep
+from app.api.auth import AdminDep, CallerDep
+from app.api.deps import DatabaseDep, JobsDep, SettingsDep, WorkersDep
 from app.api.problems import responses
-from app.api.schemas import Health
-from app.wire import StatsOut, StatusCounts
+from app.api.schemas import Health, WorkerList
+from app.wire import StatsOut, WorkerOut
 
 router = APIRouter(tags=["operations"])
 log = logging.getLogger("ingest.api")
@@ -19,12 +20,18 @@ READY_TIMEOUT_SECONDS = 2.0
 
 @router.get("/stats", name="get_stats")
 async def get_stats(jobs: JobsDep, caller: CallerDep) -> StatsOut:
-    """Jobs per status and the age of the oldest pending job (of the caller's tenant)."""
-    stats = await jobs.stats(caller.tenant)
-    return StatsOut(
-        counts=StatusCounts(**stats.counts),
-        oldest_pending_age_seconds=stats.oldest_pending_age_seconds,
-    )
+    """Jobs per status; of the pending, how long the oldest due one has been due and how
+    many are not due yet (of the caller's tenant)."""
+    return StatsOut.of(await jobs.stats(caller.tenant))
+
+
+@router.get("/workers", name="list_workers", responses=responses(401, 403))
+async def list_workers(workers: WorkersDep, settings: SettingsDep, _: AdminDep) -> WorkerList:
+    """Every worker process seen in the last day: live, stopped, or gone (silent for twice
+    INGEST_LEASE_SECONDS without saying it stopped). Admin."""
+    silence = timedelta(seconds=2 * settings.lease_seconds)
+    seen = await workers.list(workers.clock(), silence)
+    return WorkerList(items=[WorkerOut.of(worker) for worker in seen])
 
 
 @router.get("/healthz", name="healthz")

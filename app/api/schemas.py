@@ -9,7 +9,7 @@ from app.api.bodies import METADATA_MAX_BYTES, METADATA_MAX_DEPTH, bounded_metad
 from app.fetch.urls import job_domain
 from app.model import ErrorKind
 from app.store.tables import Delivery
-from app.wire import AttemptOut, ErrorOut, JobOut
+from app.wire import AttemptOut, ErrorOut, JobOut, WorkerOut
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
@@ -75,6 +75,10 @@ class JobList(BaseModel):
 
 class AttemptList(BaseModel):
     items: list[AttemptOut]
+
+
+class WorkerList(BaseModel):
+    items: list[WorkerOut]
 
 
 class Requeued(BaseModel):

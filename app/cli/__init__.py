@@ -1,5 +1,6 @@
 """The `ingest` command: serve the API (with its worker), run workers alone, manage the schema,
-and the operators' commands (`ingest jobs ...`, `ingest stats`, `ingest domains`).
+and the operators' commands (`ingest jobs ...`, `ingest stats`, `ingest domains`,
+`ingest workers`).
 
 Start-up is part of the product: each command imports what it uses when it runs, so
 `ingest --help` loads no web framework, ORM or template engine, and `ingest worker` none of
@@ -14,6 +15,7 @@ import typer
 
 from app.cli.domains import domains
 from app.cli.jobs import jobs_cli, stats
+from app.cli.workers import workers
 
 # No local variables in a crash report: they hold settings, database URLs and their passwords.
 # Plain Click help: Typer's Rich help shows every flag as taking a value (`--json <bool>`).
@@ -28,6 +30,7 @@ cli.add_typer(db_cli, name="db")
 cli.add_typer(jobs_cli, name="jobs")
 cli.command("stats")(stats)
 cli.command("domains")(domains)
+cli.command("workers")(workers)
 
 
 @cli.command()

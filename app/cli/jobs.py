@@ -174,15 +174,11 @@ def delete(job_id: JobId) -> None:
 
 
 def stats(json_out: JsonFlag = False) -> None:
-    """Jobs per status and the age of the oldest pending job."""
+    """Jobs per status; how long the oldest due job has waited, and how many are not due yet."""
     from app.cli.tables import new_console, plain_table, span
-    from app.wire import StatsOut, StatusCounts
+    from app.wire import StatsOut
 
-    result = run_on_store(lambda store: store.stats())
-    out = StatsOut(
-        counts=StatusCounts(**result.counts),
-        oldest_pending_age_seconds=result.oldest_pending_age_seconds,
-    )
+    out = StatsOut.of(run_on_store(lambda store: store.stats()))
     if json_out:
         echo_json(out.model_dump(mode="json"))
         return
@@ -193,7 +189,8 @@ def stats(json_out: JsonFlag = False) -> None:
         table.add_row(name, str(count))
     console = new_console()
     console.print(table)
-    age = out.oldest_pending_age_seconds
+    due = out.oldest_due_age_seconds
     console.print(
-        f"oldest pending job: {'none' if age is None else span(age) + ' old'}", highlight=False
+        f"oldest due job: {'none' if due is None else 'due for ' + span(due)}", highlight=False
     )
+    console.print(f"not due yet: {out.scheduled}", highlight=False)

@@ -49,7 +49,11 @@ def run_on_store(operation: Callable[[JobStore], Awaitable[T]]) -> T:
     from app.store.jobs import JobStore
 
     settings = load_settings()
-    return run_on_database(settings.database_url, lambda db: operation(JobStore(db, utc_now)))
+    limit = settings.domain_max_in_flight
+    return run_on_database(
+        settings.database_url,
+        lambda db: operation(JobStore(db, utc_now, domain_max_in_flight=limit)),
+    )
 
 
 def require_schema(database_url: str) -> None:

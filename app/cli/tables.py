@@ -21,6 +21,7 @@ from rich.text import Text
 from app.model import JobStatus
 from app.store.domains import DomainOverview
 from app.store.tables import Attempt, Job
+from app.store.workers import WorkerSeen
 
 PIPED_WIDTH = 200
 """Output that goes to no terminal, with no COLUMNS: a width that holds most rows whole."""
@@ -159,6 +160,28 @@ def _retry_after(job: Job, now: datetime) -> str:
     return when(job.retry_after, now) if job.status == JobStatus.PENDING else "-"
 
 
+def blocked_by(job: Job, now: datetime) -> str:
+    """`domain_paused (in 2m05s)`, `domain_at_limit`, or `-`: what holds a pending job
+    back, in the API's words, and for how long."""
+    blocked = job.blocked_by
+    if blocked is None:
+        return "-"
+    if blocked.until is None:
+        return blocked.reason
+    return f"{blocked.reason} (in {span((blocked.until - now).total_seconds())})"
+
+
+def _blocked_in_full(job: Job, now: datetime) -> str:
+    """`domain_paused until 03:14:05 (in 2m05s): HTTP 429, Retry-After 120s`."""
+    blocked = job.blocked_by
+    if blocked is None:
+        return "-"
+    text = str(blocked.reason)
+    if blocked.until is not None:
+        text += f" until {when(blocked.until, now)}"
+    return text + (f": {blocked.detail}" if blocked.detail else "")
+
+
 def _row(*values: object) -> list[Text]:
     # Text, not str: a URL with [brackets] must not be read as Rich markup.
     return [Text("-" if value is None else str(value)) for value in values]
@@ -173,18 +196,19 @@ def jobs_table(items: Sequence[Job], now: datetime, width: int | None) -> Table:
         column("URL", lambda job: job.url, cut=shorten),
         column("STATUS", _status),
         column("ATTEMPTS", lambda job: f"{job.attempts}/{job.max_attempts}"),
-        column("RETRY AFTER (UTC)", lambda job: _retry_after(job, now)),
+        column("BLOCKED BY", lambda job: blocked_by(job, now)),
         column("LAST ERROR", _last_error),
         column("TENANT", lambda job: job.tenant),
         column("CREATED (UTC)", lambda job: job.created_at.strftime("%Y-%m-%d %H:%M:%S")),
     ]
     steps: list[Step] = [
         Shrink("URL", 50),
+        Shrink("URL", 40),
         Drop("CREATED (UTC)"),
         Drop("TENANT"),
         Shrink("ID", SHORT_ID),
         Shrink("URL", 30),
-        Drop("RETRY AFTER (UTC)"),
+        Drop("BLOCKED BY"),
         Drop("ATTEMPTS"),
         Shrink("URL", 16),
         Shrink("LAST ERROR", 20),
@@ -213,6 +237,7 @@ def job_details(job: Job, now: datetime) -> Table:
         "attempts": f"{job.attempts}/{job.max_attempts} (deferrals {job.deferrals})",
         "priority": job.priority,
         "retry after": _retry_after(job, now),
+        "blocked by": _blocked_in_full(job, now),
         "last error": error,
         "result": result,
         "created": when(job.created_at, now),
@@ -275,6 +300,31 @@ def domains_table(items: Sequence[DomainOverview], now: datetime, width: int | N
         Shrink("REASON", 12),
         Shrink("DOMAIN", 16),
         Drop("FAILURES"),
+    ]
+    return fitted(columns, steps, width)
+
+
+def workers_table(items: Sequence[WorkerSeen], now: datetime, width: int | None) -> Table:
+    def column(header: str, cell: Callable[[WorkerSeen], object], **options: Any) -> Column:
+        return Column(header, [_text(cell(item)) for item in items], **options)
+
+    def seen(worker: WorkerSeen) -> str:
+        return f"{span((now - worker.last_heartbeat_at).total_seconds())} ago"
+
+    columns = [
+        column("WORKER", lambda w: w.id),
+        column("STATE", lambda w: w.state),
+        column("RUNNING", lambda w: f"{w.running}/{w.slots}", justify="right"),
+        column("QUEUED", lambda w: w.queued, justify="right"),
+        column("LAST SEEN", seen, justify="right"),
+        column("STARTED (UTC)", lambda w: w.started_at.strftime("%Y-%m-%d %H:%M:%S")),
+        column("VERSION", lambda w: w.version),
+    ]
+    steps: list[Step] = [
+        Shrink("WORKER", 36),
+        Drop("VERSION"),
+        Drop("STARTED (UTC)"),
+        Shrink("WORKER", 24),
     ]
     return fitted(columns, steps, width)
 

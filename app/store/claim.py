@@ -17,7 +17,7 @@
 5. Mark them running, count the attempt, lease them under a fresh random `lease_id` (the
    fencing token of every later write, `app.store.queue`); count the domains' fetches in
    flight and stamp the tenants' turns (rows updated in name order, so claims never
-   deadlock); open the attempts' history rows.
+   deadlock); open the attempts' history rows, with how long each job had been due.
 """
 
 import functools
@@ -279,7 +279,13 @@ def claim_in(
     conn.execute(
         _OPEN_ATTEMPTS,
         [
-            {"job_id": r.id, "number": r.attempts, "worker_id": worker_id, "started_at": now}
+            {
+                "job_id": r.id,
+                "number": r.attempts,
+                "worker_id": worker_id,
+                "started_at": now,
+                "queue_lag_ms": _lag_ms(due_since[r.id], now),
+            }
             for r in rows
         ],
     )
@@ -300,6 +306,14 @@ def claim_in(
         )
         for r in rows
     ]
+
+
+def _lag_ms(due_since: datetime | None, now: datetime) -> int | None:
+    """How long a job had been due when claimed, for the dashboard's queue lag; never below
+    0 (another host's clock may run ahead)."""
+    if due_since is None:
+        return None
+    return max(0, int((now - due_since).total_seconds() * 1000))
 
 
 def _count_starts(

@@ -17,6 +17,8 @@ differs:
 - partial indexes (`partial_index`): both have them, under a keyword of their own;
 - `INSERT ... ON CONFLICT DO NOTHING` (`Backend.insert_missing`): the same SQL, built by
   each dialect's own insert class;
+- date arithmetic (`Backend.minutes_between`): SQLite has no interval type, only
+  `julianday`; PostgreSQL subtracts timestamps into an interval;
 - schema changes: SQLite cannot alter a column or constraint in place, so the migrations
   use Alembic's batch mode (copy the table), which PostgreSQL runs as plain ALTERs.
 
@@ -100,6 +102,15 @@ class SQLiteBackend:
         """INSERT that skips rows whose key exists (same syntax as PostgreSQL's, other class)."""
         return sqlite_insert(table).on_conflict_do_nothing()
 
+    def minutes_between(
+        self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[int]:
+        """Whole minutes from `start` to a later `end` (timestamps). Through milliseconds,
+        rounded, so a time on a minute's boundary falls in that minute despite `julianday`'s
+        floating point; integer division then floors it."""
+        days = sa.func.julianday(end) - sa.func.julianday(start)
+        return sa.cast(sa.func.round(days * 86_400_000), sa.Integer) // 60_000
+
     def notify(self, conn: sa.Connection) -> None:
         """No cross-process signal: other processes poll."""
 
@@ -154,6 +165,12 @@ class PostgresBackend:
     def insert_missing(self, table: sa.Table) -> sa.Insert:
         """INSERT that skips rows whose key exists."""
         return pg_insert(table).on_conflict_do_nothing()
+
+    def minutes_between(
+        self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[int]:
+        """Whole minutes from `start` to a later `end` (timestamps), floored."""
+        return sa.cast(sa.func.floor(sa.extract("epoch", end - start) / 60), sa.Integer)
 
     def notify(self, conn: sa.Connection) -> None:
         # Delivered at commit, so listeners never wake before the job is visible.

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from app.clock import Clock
 from app.model import JobStatus
 from app.store.database import Database
-from app.store.tables import Domain, UTCDateTime, domains, jobs, status_is
+from app.store.tables import DUE_SINCE, Domain, UTCDateTime, domains, jobs, status_is
 from app.strings import storable
 
 
@@ -24,6 +24,10 @@ class DomainOverview:
     in_flight: int
     pending: int
     oldest_pending_age_seconds: float | None
+    scheduled: int = 0
+    """Of the pending: not due yet."""
+    oldest_due_age_seconds: float | None = None
+    """How long its longest-waiting due pending job has been due."""
 
 
 class DomainStore:
@@ -66,18 +70,31 @@ class DomainStore:
     ) -> list[DomainOverview]:
         """Domains with work or a state worth seeing (pending or running jobs, a pause, a
         failure streak), by name: what `GET /domains` shows. With `domain`, just that one."""
+        if domain is not None and not storable(domain):
+            return []  # no row can hold it, and PostgreSQL would fail on a NUL
+        due = sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now)
         pending = (
             sa.select(
                 jobs.c.domain,
                 sa.func.count().label("pending"),
                 sa.type_coerce(sa.func.min(jobs.c.created_at), UTCDateTime).label("oldest"),
+                sa.func.count(sa.case((jobs.c.retry_after > now, 1))).label("scheduled"),
+                sa.type_coerce(sa.func.min(sa.case((due, DUE_SINCE))), UTCDateTime).label(
+                    "oldest_due"
+                ),
             )
             .where(status_is(JobStatus.PENDING))
             .group_by(jobs.c.domain)
             .subquery()
         )
         stmt = (
-            sa.select(domains, pending.c.pending, pending.c.oldest)
+            sa.select(
+                domains,
+                pending.c.pending,
+                pending.c.oldest,
+                pending.c.scheduled,
+                pending.c.oldest_due,
+            )
             .select_from(domains.outerjoin(pending, pending.c.domain == domains.c.domain))
             .order_by(domains.c.domain)
             .limit(limit)
@@ -109,6 +126,10 @@ class DomainStore:
                 pending=row.pending or 0,
                 oldest_pending_age_seconds=(
                     None if row.oldest is None else (now - row.oldest).total_seconds()
+                ),
+                scheduled=row.scheduled or 0,
+                oldest_due_age_seconds=(
+                    None if row.oldest_due is None else (now - row.oldest_due).total_seconds()
                 ),
             )
             for row in rows

@@ -1,6 +1,8 @@
-"""The operators' side of the store: submit, read, list, retry, cancel, count.
+"""The operators' side of the store: submit, read, list, search, retry, cancel, delete, count.
 
-Used by the HTTP API and the CLI alike, so both see and change jobs the same way.
+Used by the HTTP API, the dashboard and the CLI alike, so all see and change jobs the same
+way. Every read loads each job with its domain's row (one outer join, whatever the number
+of jobs), so a pending job says what holds it back (`Job.blocked_by`).
 """
 
 import base64
@@ -10,14 +12,26 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from app.model import FINISHED, JobStatus, NewJob
+from app.scheduling import DomainState, waiting_for
 from app.store.database import Database
-from app.store.tables import Attempt, Job, attempts, domains, is_job_id, jobs, status_is, tenants
+from app.store.tables import (
+    DUE_SINCE,
+    Attempt,
+    Job,
+    UTCDateTime,
+    attempts,
+    domains,
+    is_job_id,
+    jobs,
+    status_is,
+    tenants,
+)
 from app.strings import shown, storable
 
 
@@ -55,6 +69,11 @@ class Page:
 class Stats:
     counts: dict[str, int] = field(default_factory=dict)
     oldest_pending_age_seconds: float | None = None
+    """Since the oldest pending job was created, due or not."""
+    oldest_due_age_seconds: float | None = None
+    """How long the longest-waiting due pending job has been due (`DUE_SINCE`)."""
+    scheduled: int = 0
+    """Pending jobs not due yet (a `retry_after` to come)."""
 
 
 def _job(columns: Mapping[Any, Any]) -> Job:
@@ -63,6 +82,31 @@ def _job(columns: Mapping[Any, Any]) -> Job:
     # in their metadata: shown with U+FFFD (null) so no list or read of them can fail.
     values["meta"] = shown(values.pop("metadata"))
     return Job(**values)
+
+
+AnySelect = TypeVar("AnySelect", bound=sa.Select[*tuple[Any, ...]])
+
+_DOMAIN_STATE = (
+    domains.c.paused_until.label("domain_paused_until"),
+    domains.c.pause_reason.label("domain_pause_reason"),
+    domains.c.in_flight.label("domain_in_flight"),
+    domains.c.next_start_at.label("domain_next_start_at"),
+)
+
+
+def _shown() -> sa.Select[Any]:
+    """Jobs with their domain's state: an outer join on the domain's primary key."""
+    return sa.select(jobs, *_DOMAIN_STATE).select_from(
+        jobs.outerjoin(domains, domains.c.domain == jobs.c.domain)
+    )
+
+
+def _filtered(stmt: AnySelect, domain: str | None, tenant: str | None) -> AnySelect:
+    if domain:
+        stmt = stmt.where(jobs.c.domain == domain.lower())
+    if tenant:
+        stmt = stmt.where(jobs.c.tenant == tenant)
+    return stmt
 
 
 def encode_cursor(job: Job) -> str:
@@ -90,11 +134,38 @@ class JobStore:
         database: Database,
         clock: Callable[[], datetime],
         on_submit: Callable[[], None] = lambda: None,
+        domain_max_in_flight: int | None = None,
     ) -> None:
         self.db = database
         self.clock = clock
         self.on_submit = on_submit
         """Called after new work is committed: wakes the worker in this process."""
+        self.domain_max_in_flight = domain_max_in_flight
+        """INGEST_DOMAIN_MAX_IN_FLIGHT, to say when a job waits for its domain's fetches to
+        end; None: not said."""
+
+    def _read(self, row: sa.Row[Any], now: datetime) -> Job:
+        """A job of a `_shown()` row, saying what holds it back at `now` if it is pending."""
+        values = dict(row._mapping)
+        paused_until, pause_reason, in_flight, next_start_at = (
+            values.pop(column.name) for column in _DOMAIN_STATE
+        )
+        job = _job(values)
+        if job.status != JobStatus.PENDING:
+            return job
+        domain = None
+        if in_flight is not None:  # else the job's domain has no row (it always should)
+            domain = DomainState(in_flight, next_start_at, paused_until, pause_reason)
+        return job.held_back_by(
+            waiting_for(job.retry_after, domain, now, self.domain_max_in_flight)
+        )
+
+    async def _fetch(self, stmt: sa.Select[Any]) -> builtins.list[Job]:
+        """The jobs of a `_shown()` query, each saying what holds it back now."""
+        async with self.db.read() as conn:
+            rows = (await conn.execute(stmt)).all()
+        now = self.clock()
+        return [self._read(row, now) for row in rows]
 
     async def submit(self, new_jobs: Sequence[NewJob]) -> list[Job]:
         """Insert jobs, all or nothing, and wake the workers."""
@@ -115,7 +186,10 @@ class JobStore:
 
         await self.db.transact(insert)
         self.on_submit()
-        return [_job(row) for row in rows]
+        # Not read back: a new job says it is not due yet, never what its domain does.
+        return [
+            _job(row).held_back_by(waiting_for(row["retry_after"], None, now, None)) for row in rows
+        ]
 
     async def submit_once(self, new: NewJob) -> tuple[Job, bool]:
         """Submit under an idempotency key: the same key and body again returns the first job.
@@ -139,10 +213,9 @@ class JobStore:
         return existing, False
 
     async def _by_key(self, tenant: str, key: str) -> Job | None:
-        stmt = sa.select(jobs).where(jobs.c.tenant == tenant, jobs.c.idempotency_key == key)
-        async with self.db.read() as conn:
-            row = (await conn.execute(stmt)).first()
-        return None if row is None else _job(row._mapping)
+        stmt = _shown().where(jobs.c.tenant == tenant, jobs.c.idempotency_key == key)
+        found = await self._fetch(stmt)
+        return found[0] if found else None
 
     def _row(self, new: NewJob, now: datetime) -> dict[str, Any]:
         return {
@@ -168,14 +241,13 @@ class JobStore:
         """The job; JobNotFound if there is none, or it belongs to another than `tenant`."""
         if not is_job_id(job_id):
             raise JobNotFound(job_id)
-        stmt = sa.select(jobs).where(jobs.c.id == job_id)
+        stmt = _shown().where(jobs.c.id == job_id)
         if tenant is not None:
             stmt = stmt.where(jobs.c.tenant == tenant)
-        async with self.db.read() as conn:
-            row = (await conn.execute(stmt)).first()
-        if row is None:
+        found = await self._fetch(stmt)
+        if not found:
             raise JobNotFound(job_id)
-        return _job(row._mapping)
+        return found[0]
 
     async def match_id(self, prefix: str) -> str:
         """The id of the one job whose id starts with `prefix` (a short id, as the CLI shows
@@ -214,35 +286,77 @@ class JobStore:
         after = decode_cursor(cursor) if cursor else None
         if not _storable(domain, tenant):
             return Page([], None)
-        stmt = sa.select(jobs).order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit + 1)
+        stmt = _shown().order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit + 1)
         if statuses:
             stmt = stmt.where(sa.or_(*(status_is(s) for s in statuses)))
-        if domain:
-            stmt = stmt.where(jobs.c.domain == domain.lower())
-        if tenant:
-            stmt = stmt.where(jobs.c.tenant == tenant)
+        stmt = _filtered(stmt, domain, tenant)
         if after is not None:
             stmt = stmt.where(sa.tuple_(jobs.c.created_at, jobs.c.id) < after)
-        async with self.db.read() as conn:
-            items = [_job(row._mapping) for row in await conn.execute(stmt)]
+        items = await self._fetch(stmt)
         more = len(items) > limit
         items = items[:limit]
         return Page(items, encode_cursor(items[-1]) if more else None)
 
-    async def waiting(self, domain: str | None = None, limit: int = 50) -> builtins.list[Job]:
-        """Pending jobs held back by a `retry_after`, the soonest due first."""
-        if not _storable(domain):
+    async def waiting(
+        self, domain: str | None = None, tenant: str | None = None, limit: int = 50
+    ) -> builtins.list[Job]:
+        """Pending jobs that something holds back now (a `retry_after` to come, their
+        domain's pause, interval or in-flight limit), in claim order; each says what.
+
+        Walks the pending jobs in claim order until `limit` such are found: cheap while
+        most pending jobs wait, a scan of the due ones otherwise."""
+        if not _storable(domain, tenant):
             return []
+        now = self.clock()
+        held = [
+            jobs.c.retry_after > now,
+            domains.c.paused_until > now,
+            domains.c.next_start_at > now,
+        ]
+        if self.domain_max_in_flight is not None:
+            held.append(domains.c.in_flight >= self.domain_max_in_flight)
         stmt = (
-            sa.select(jobs)
-            .where(status_is(JobStatus.PENDING), jobs.c.retry_after.is_not(None))
-            .order_by(jobs.c.retry_after, jobs.c.id)
+            _shown()
+            .where(status_is(JobStatus.PENDING), sa.or_(*held))
+            .order_by(jobs.c.priority.desc(), jobs.c.created_at)
             .limit(limit)
         )
-        if domain:
-            stmt = stmt.where(jobs.c.domain == domain.lower())
-        async with self.db.read() as conn:
-            return [_job(row._mapping) for row in await conn.execute(stmt)]
+        return await self._fetch(_filtered(stmt, domain, tenant))
+
+    async def running(
+        self, domain: str | None = None, tenant: str | None = None, limit: int = 50
+    ) -> builtins.list[Job]:
+        """Running jobs, the longest running first."""
+        if not _storable(domain, tenant):
+            return []
+        stmt = (
+            _shown()
+            .where(status_is(JobStatus.RUNNING))
+            .order_by(jobs.c.started_at, jobs.c.id)
+            .limit(limit)
+        )
+        return await self._fetch(_filtered(stmt, domain, tenant))
+
+    async def search(
+        self,
+        text: str,
+        domain: str | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+    ) -> builtins.list[Job]:
+        """Jobs whose id starts with `text` or whose URL contains it (in any case), newest
+        first. The URL match reads the jobs newest first until `limit` match: no index
+        serves a substring."""
+        text = text.strip()
+        if not text or not _storable(text, domain, tenant):
+            return []
+        match = jobs.c.url.icontains(text, autoescape=True)
+        if _starts_an_id(text.lower()):
+            # The id range as in `match_id`, which the primary key serves.
+            start = text.lower()
+            match = sa.or_(sa.and_(jobs.c.id >= start, jobs.c.id < start + "g"), match)
+        stmt = _shown().where(match).order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
+        return await self._fetch(_filtered(stmt.limit(limit), domain, tenant))
 
     async def retry(self, job_id: str, tenant: str | None = None) -> Job:
         """Dead or cancelled: pending with a fresh budget. Pending: due now."""
@@ -295,6 +409,25 @@ class JobStore:
             self.on_submit()
         return count
 
+    async def delete_all(
+        self,
+        statuses: Sequence[JobStatus],
+        domain: str | None = None,
+        tenant: str | None = None,
+    ) -> int:
+        """Delete every job of these finished statuses (optionally of one domain or tenant)
+        with its attempts and content; how many went."""
+        if not statuses or not set(statuses) <= set(FINISHED):
+            raise ValueError("only finished jobs can be deleted")
+        if not _storable(domain, tenant):
+            return 0
+        stmt = sa.delete(jobs).where(jobs.c.status.in_([s.value for s in statuses]))
+        if domain:
+            stmt = stmt.where(jobs.c.domain == domain.lower())
+        if tenant is not None:
+            stmt = stmt.where(jobs.c.tenant == tenant)
+        return await self.db.transact(lambda conn: conn.execute(stmt).rowcount)
+
     async def cancel(self, job_id: str, tenant: str | None = None) -> Job:
         job = await self.get(job_id, tenant)
         if job.status != JobStatus.PENDING:
@@ -325,19 +458,33 @@ class JobStore:
             job = await self.get(job_id, tenant)  # JobNotFound when there is none
             raise StateConflict(job_id, job.status, "delete")
 
-    async def stats(self, tenant: str | None = None) -> Stats:
+    async def stats(self, tenant: str | None = None, domain: str | None = None) -> Stats:
+        """Jobs per status, and of the pending: the oldest, the longest due, how many are
+        not due yet (of one tenant or domain, when given)."""
         counts = {status.value: 0 for status in JobStatus}
+        if not _storable(tenant, domain):
+            return Stats(counts)
+        now = self.clock()
+        due = sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now)
         by_status = sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status)
-        oldest = sa.select(sa.func.min(jobs.c.created_at)).where(status_is(JobStatus.PENDING))
-        if tenant is not None:
-            by_status = by_status.where(jobs.c.tenant == tenant)
-            oldest = oldest.where(jobs.c.tenant == tenant)
+        pending = sa.select(
+            sa.type_coerce(sa.func.min(jobs.c.created_at), UTCDateTime),
+            sa.type_coerce(sa.func.min(sa.case((due, DUE_SINCE))), UTCDateTime),
+            sa.func.count(sa.case((jobs.c.retry_after > now, 1))),
+        ).where(status_is(JobStatus.PENDING))
+        by_status, pending = (
+            _filtered(by_status, domain, tenant),
+            _filtered(pending, domain, tenant),
+        )
         async with self.db.read() as conn:
             for status, count in await conn.execute(by_status):
                 counts[status] = count
-            oldest_created = (await conn.execute(oldest)).scalar()
-        age = None if oldest_created is None else (self.clock() - oldest_created).total_seconds()
-        return Stats(counts, age)
+            oldest_created, oldest_due, scheduled = (await conn.execute(pending)).one()
+        return Stats(counts, _age(oldest_created, now), _age(oldest_due, now), scheduled)
+
+
+def _age(moment: datetime | None, now: datetime) -> float | None:
+    return None if moment is None else (now - moment).total_seconds()
 
 
 _ID_SHAPE = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"

@@ -5,6 +5,7 @@
   them, a domain's pause (`app.store.record`).
 - `expired`, `next_due_at`, `prune`: what the worker reads to take back leases and to know
   how long it may sleep, and retention (`app.store.retention`).
+- `report`, `stopped`: the worker's own row in the `workers` table (`app.store.workers`).
 
 Every write of a running attempt is fenced on its claim's random `lease_id` (cleared when
 the job leaves running), so the late write of an attempt whose lease was taken back
@@ -17,9 +18,9 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from app.model import DomainPause, JobStatus, Lease, Outcome
+from app.model import DomainPause, JobStatus, Lease, Outcome, WorkerPresence
 from app.settings import Settings
-from app.store import claim, record
+from app.store import claim, record, workers
 from app.store.database import Database
 from app.store.retention import prune_jobs
 from app.store.tables import domains, jobs, status_is
@@ -106,3 +107,11 @@ class Queue:
         async with self.db.read() as conn:
             times = [(await conn.execute(q)).scalar() for q in (retry, pause, interval)]
         return min((t for t in times if t is not None), default=None)
+
+    async def report(self, presence: WorkerPresence, now: datetime) -> None:
+        """Write the worker's row: it is alive at `now`, with this load."""
+        await self.db.transact(lambda conn: workers.beat(conn, presence, now))
+
+    async def stopped(self, worker_id: str, now: datetime) -> None:
+        """Mark the worker's row stopped (a clean stop)."""
+        await self.db.transact(lambda conn: workers.stop(conn, worker_id, now))

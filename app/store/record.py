@@ -315,7 +315,9 @@ def _closed(outcome: Outcome, now: datetime) -> dict[str, Any]:
         "error_type": None if failure is None else failure.type,
         "message": outcome.message if failure is None else failure.message,
         "http_status": http_status if failure is None else failure.http_status,
-        "next_retry_at": decision.retry_at if isinstance(decision, Reschedule) else None,
+        # Null only when the attempt ended the job: a job due again at once says when (now),
+        # so the dashboard tells a retried attempt from a fatal one by this column alone.
+        "next_retry_at": (decision.retry_at or now) if isinstance(decision, Reschedule) else None,
     }
 
 

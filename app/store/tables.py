@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from pydantic import PrivateAttr
 from sqlmodel import JSON, Column, Field, SQLModel
 
-from app.model import JobStatus
+from app.model import Blocked, JobStatus
 from app.store.dialect import partial_index
 
 
@@ -86,6 +87,19 @@ class Job(SQLModel, table=True):
     updated_at: datetime = _ts(nullable=False)
     started_at: datetime | None = _ts()
     finished_at: datetime | None = _ts()
+    # Not a column: set by the read that loaded the job with its domain's row.
+    _blocked_by: Blocked | None = PrivateAttr(default=None)
+
+    @property
+    def blocked_by(self) -> Blocked | None:
+        """What held this pending job back when it was read (`app.store.jobs` reads each job
+        with its domain's row); None if nothing did, or it is not pending."""
+        return self._blocked_by
+
+    def held_back_by(self, blocked: Blocked | None) -> "Job":
+        """This job, saying `blocked` is what holds it back (a read's business only)."""
+        self._blocked_by = blocked
+        return self
 
     __table_args__ = (
         sa.UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
@@ -147,8 +161,16 @@ class Attempt(SQLModel, table=True):
     http_status: int | None = None
     duration_ms: int | None = None
     next_retry_at: datetime | None = _ts()
+    """When the job was due again after this attempt (the attempt's end, for one due at once);
+    null when the attempt ended the job (succeeded or dead)."""
+    queue_lag_ms: int | None = Field(default=None, sa_type=sa.BigInteger)
+    """How long the job had been due when this attempt started (null before migration 0007)."""
 
-    __table_args__ = (sa.Index("ix_attempts_job", "job_id", "id"),)
+    __table_args__ = (
+        sa.Index("ix_attempts_job", "job_id", "id"),
+        # The dashboard's last hour: attempts finished since a time, without reading the rest.
+        sa.Index("ix_attempts_finished", "finished_at"),
+    )
 
 
 class Domain(SQLModel, table=True):
@@ -178,6 +200,28 @@ class Tenant(SQLModel, table=True):
 
     tenant: str = Field(primary_key=True, max_length=100)
     last_served_at: datetime | None = _ts()
+
+
+class WorkerProcess(SQLModel, table=True):
+    """One row per worker process (`app.store.workers`): written when it starts, on each of
+    its heartbeats, and when it stops cleanly (`stopped_at`). A row whose heartbeat is old
+    and has no `stopped_at` is a worker that died or lost the database."""
+
+    __tablename__ = "workers"
+
+    id: str = Field(primary_key=True, max_length=100)
+    """The worker id that its jobs' `worker_id` and attempts name."""
+    host: str = Field(max_length=255)
+    pid: int
+    version: str = Field(max_length=32)
+    slots: int
+    """INGEST_WORKER_CONCURRENCY: fetches it runs at once."""
+    running: int
+    queued: int
+    """Jobs claimed into its local queue, not started yet."""
+    started_at: datetime = _ts(nullable=False)
+    last_heartbeat_at: datetime = _ts(nullable=False)
+    stopped_at: datetime | None = _ts()
 
 
 class JobContent(SQLModel, table=True):
@@ -253,6 +297,7 @@ domains: sa.Table = Domain.__table__  # type: ignore[attr-defined]
 tenants: sa.Table = Tenant.__table__  # type: ignore[attr-defined]
 contents: sa.Table = JobContent.__table__  # type: ignore[attr-defined]
 deliveries: sa.Table = Delivery.__table__  # type: ignore[attr-defined]
+workers: sa.Table = WorkerProcess.__table__  # type: ignore[attr-defined]
 
 
 # The claim scans only pending rows in claim order, however many terminal rows pile up.

@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.model import DomainPause, ErrorKind, Failure
+from app.model import Blocked, BlockReason, DomainPause, ErrorKind, Failure
 from app.policy import domain_pause
-from app.scheduling import Candidate, DomainState, choose
+from app.scheduling import Candidate, DomainState, choose, waiting_for
 from app.settings import Settings
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -127,3 +127,50 @@ def test_paused_or_waiting_domains_are_skipped():
 def test_limit_is_respected():
     """Never more than the limit."""
     assert 2 == len(choose([job(i) for i in range(5)], {"a": None}, {}, 2, NOW, settings()))
+
+
+PAUSED = DomainState(0, paused_until=NOW + timedelta(minutes=5), pause_reason="HTTP 429")
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "domain", "expected"),
+    [
+        (None, None, None),
+        (None, DomainState(3), None),
+        (NOW, DomainState(3), None),
+        (
+            NOW + timedelta(seconds=1),
+            None,
+            Blocked(BlockReason.NOT_DUE, NOW + timedelta(seconds=1)),
+        ),
+        (None, PAUSED, Blocked(BlockReason.DOMAIN_PAUSED, NOW + timedelta(minutes=5), "HTTP 429")),
+        # The job waits for both: what ends last is what holds it back.
+        (
+            NOW + timedelta(minutes=9),
+            PAUSED,
+            Blocked(BlockReason.NOT_DUE, NOW + timedelta(minutes=9)),
+        ),
+        (
+            NOW + timedelta(minutes=5),
+            PAUSED,
+            Blocked(BlockReason.DOMAIN_PAUSED, NOW + timedelta(minutes=5), "HTTP 429"),
+        ),
+        (None, DomainState(0, paused_until=NOW, pause_reason="over"), None),
+        (
+            None,
+            DomainState(0, next_start_at=NOW + timedelta(seconds=2)),
+            Blocked(BlockReason.DOMAIN_INTERVAL, NOW + timedelta(seconds=2)),
+        ),
+        (None, DomainState(8), Blocked(BlockReason.DOMAIN_AT_LIMIT)),
+        (None, DomainState(9), Blocked(BlockReason.DOMAIN_AT_LIMIT)),
+        (None, DomainState(7), None),
+    ],
+)
+def test_waiting_for(retry_after, domain, expected):
+    """What holds a pending job back, by the claim's rules, with a limit of 8 in flight."""
+    assert expected == waiting_for(retry_after, domain, NOW, 8)
+
+
+def test_waiting_for_without_a_known_limit():
+    """A reader that does not know the in-flight limit never says a job waits for it."""
+    assert None is waiting_for(None, DomainState(1000), NOW, None)

@@ -1,0 +1,233 @@
+"""The dashboard's views and buttons over HTTP, on both backends: workers, running jobs,
+domains and the chart on the overview; cards and lists that follow the filter; search;
+refresh only when asked; cancel, delete, the confirmed bulk actions, "Run now" on a job
+whose domain is paused."""
+
+import base64
+import re
+from datetime import UTC, datetime, timedelta
+from html import unescape
+from urllib.parse import parse_qs, urlsplit
+
+from app.clock import utc_now
+from app.model import DeadReason, DomainPause, ErrorKind, Failure, MarkDead, NewJob
+from app.runtime import Runtime
+from app.store.queue import Queue
+from tests.activity import DOMAINS, GONE, LIVE, STOPPED, seed_activity
+from tests.conftest import eventually, running_app
+from tests.outcomes import failed
+from tests.test_dashboard import PAUSED_DOMAIN, seed
+from tests.webserver import Reply
+
+
+def notice_of(location: str) -> str:
+    return parse_qs(urlsplit(location).query)["notice"][0]
+
+
+async def dead_job(runtime: Runtime, domain: str) -> str:
+    """A job of `domain` made dead through the store, as a worker would (fatal 404)."""
+    (job,) = await runtime.jobs.submit([NewJob(f"https://{domain}/", domain, "default", 4)])
+    queue = Queue(runtime.database, runtime.settings)
+    (lease,) = await queue.claim("w", 1, utc_now(), 60)
+    fatal = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
+    await queue.record([failed(lease, MarkDead(DeadReason.FATAL, fatal))], utc_now())
+    return job.id
+
+
+def rows(page: str, section: str) -> list[str]:
+    """The `data-job-id`, `data-worker` or `data-domain` of each row of a section."""
+    part = page.split(f'<section id="{section}"', 1)[1].split("</section>", 1)[0]
+    return re.findall(r'<tr data-(?:job-id|worker|domain)="([^"]+)"', part)
+
+
+async def test_overview_shows_workers_running_jobs_domains_and_the_hour(make_settings):
+    """Live, gone and stopped workers; the jobs running on them; the domains; the chart's
+    totals as recorded."""
+    async with running_app(make_settings(worker_enabled=False, lease_seconds=60)) as (app, client):
+        activity = await seed_activity(app.state.runtime.database, utc_now())
+        page = (await client.get("/dashboard")).text
+    assert [*LIVE, STOPPED, GONE] == rows(page, "workers")
+    assert re.search(rf'data-worker="{GONE}" class="gone">', page)
+    assert {lease.id for lease in activity.running} == set(rows(page, "running"))
+    assert set(DOMAINS) <= set(rows(page, "domains"))
+    for name, total in activity.totals.items():
+        assert f'data-total="{name}">{name} <strong>{total}</strong>' in page
+    assert "<svg " in page and 'class="lag"' in page
+
+
+async def test_refresh_only_when_asked(client):
+    """No timed reload by default, which would wipe what an operator types; ?refresh=5
+    reloads the same view every 5 s and the filter keeps it; under 2 s is refused."""
+    plain = (await client.get("/dashboard", params={"domain": "a.test"})).text
+    asked = (await client.get("/dashboard", params={"domain": "a.test", "refresh": 5})).text
+    too_fast = await client.get("/dashboard", params={"refresh": 1})
+    assert 'http-equiv="refresh"' not in plain
+    assert (
+        '<meta http-equiv="refresh" content="5; url=/dashboard?domain=a.test&amp;refresh=5">'
+        in (asked)
+    )
+    assert '<input type="hidden" name="refresh" value="5">' in asked
+    assert 422 == too_fast.status_code
+
+
+async def test_cards_and_lists_follow_the_domain_and_tenant_filters(make_settings, web):
+    """Filtered by domain, the dead card counts that domain's dead jobs (none of the paused
+    domain); by tenant, only that tenant's jobs are listed."""
+    seeded = await seed(make_settings, web)
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        everything = (await client.get("/dashboard")).text
+        paused = (await client.get("/dashboard", params={"domain": PAUSED_DOMAIN})).text
+        other = (await client.get("/dashboard", params={"tenant": "elsewhere"})).text
+        mine = (await client.get("/dashboard", params={"tenant": "default"})).text
+    dead_card = '<li class="s-dead" data-status="dead"><span class="n">{}</span>'
+    assert dead_card.format(1) in everything
+    assert dead_card.format(0) in paused
+    assert f'aria-label="Jobs by status of {PAUSED_DOMAIN}"' in paused
+    assert [seeded.dead] == rows(mine, "dead")
+    assert [] == rows(other, "dead")
+
+
+async def test_search_by_id_start_or_url_part(make_settings, web):
+    """An id's first characters, or part of a URL in any case, find the job; LIKE's
+    wildcards are taken as text."""
+    seeded = await seed(make_settings, web)
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+
+        async def found(text: str) -> list[str]:
+            return rows((await client.get("/dashboard", params={"q": text})).text, "found")
+
+        by_id = await found(seeded.dead[:8].upper())
+        by_url = await found("/GON")
+        wildcard = await found("%")
+    assert [seeded.dead] == by_id
+    assert [seeded.dead] == by_url
+    assert [] == wildcard
+
+
+async def test_run_now_on_a_paused_domain_says_it_waits_and_keeps_it_listed(make_settings):
+    """A job waiting for its retry_after on a domain paused longer: "Run now" clears the
+    retry_after, says the job still waits for the pause, and the job stays in the list."""
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    async with running_app(make_settings(worker_enabled=False)) as (app, client):
+        body = {"url": "https://slow.example/a", "not_before": later.isoformat()}
+        job = (await client.post("/jobs", json=body)).json()
+        until = later + timedelta(minutes=5)
+        runtime = app.state.runtime
+        pause = DomainPause(until, "HTTP 429, Retry-After 600s")
+        await Queue(runtime.database, runtime.settings).pause_domain("slow.example", pause)
+        response = await client.post(f"/dashboard/jobs/{job['id']}/retry")
+        after = (await client.get(f"/jobs/{job['id']}")).json()
+        page = (await client.get("/dashboard")).text
+    assert (
+        f"Job {job['id']} still waits: its domain slow.example is paused until "
+        f"{until:%Y-%m-%d %H:%M:%S} UTC (HTTP 429, Retry-After 600s)."
+    ) == notice_of(response.headers["location"])
+    assert (None, "domain_paused") == (after["retry_after"], after["blocked_by"]["reason"])
+    assert [job["id"]] == rows(page, "waiting")
+
+
+async def test_run_now_on_a_job_nothing_else_holds_makes_it_due(make_settings):
+    """A job waiting for its retry_after only: "Run now" says it is due now."""
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        body = {"url": "https://a.example/", "not_before": later.isoformat()}
+        job = (await client.post("/jobs", json=body)).json()
+        response = await client.post(f"/dashboard/jobs/{job['id']}/retry")
+    assert f"Job {job['id']} is due now." == notice_of(response.headers["location"])
+
+
+async def test_cancel_and_delete_buttons(make_settings, web):
+    """Cancel a waiting job; delete a dead one; deleting a pending job is refused, said."""
+    seeded = await seed(make_settings, web)
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        cancelled = await client.post(f"/dashboard/jobs/{seeded.waiting}/cancel")
+        deleted = await client.post(f"/dashboard/jobs/{seeded.dead}/delete")
+        pending = (await client.get("/jobs", params={"status": "pending"})).json()["items"][0]
+        refused = await client.post(f"/dashboard/jobs/{pending['id']}/delete")
+        statuses = [
+            (await client.get(f"/jobs/{job_id}")).status_code
+            for job_id in (seeded.waiting, seeded.dead)
+        ]
+        waiting = (await client.get(f"/jobs/{seeded.waiting}")).json()["status"]
+    assert f"Job {seeded.waiting} is cancelled." == notice_of(cancelled.headers["location"])
+    assert f"Job {seeded.dead} is deleted." == notice_of(deleted.headers["location"])
+    assert f"Not deleted: job {pending['id']} is pending; cannot delete." == notice_of(
+        refused.headers["location"]
+    )
+    assert ([200, 404], "cancelled") == (statuses, waiting)
+
+
+async def test_delete_all_dead_asks_first_then_deletes_those_of_the_filter(make_settings, web):
+    """The button opens a confirmation that counts the dead jobs of the filter; its button
+    deletes them, and only them."""
+    seeded = await seed(make_settings, web)
+    async with running_app(make_settings(worker_enabled=False)) as (app, client):
+        other_id = await dead_job(app.state.runtime, "other.example")
+        overview = (await client.get("/dashboard", params={"domain": seeded.local_domain})).text
+        link = re.search(r'href="(/dashboard/confirm/delete-dead[^"]*)"', overview)
+        confirm = (await client.get(unescape(link[1]))).text
+        action = unescape(re.search(r'action="(/dashboard/delete[^"]*)"', confirm)[1])
+        done = await client.post(action)
+        left = [
+            (await client.get(f"/jobs/{job_id}")).status_code for job_id in (seeded.dead, other_id)
+        ]
+    assert f"Delete every dead job of {seeded.local_domain}?" in confirm
+    assert f"1 dead job of {seeded.local_domain}" in confirm
+    assert f"/dashboard/delete?domain={seeded.local_domain.replace(':', '%3A')}" == action
+    assert f"Deleted 1 dead job(s) of {seeded.local_domain}." == notice_of(done.headers["location"])
+    assert [404, 200] == left
+
+
+async def test_retry_all_dead_asks_first(make_settings, web):
+    """The confirmation of "Retry all dead" says how many and posts to the bulk retry."""
+    await seed(make_settings, web)
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        confirm = (await client.get("/dashboard/confirm/retry-dead")).text
+        none = (await client.get("/dashboard/confirm/retry-dead", params={"tenant": "x"})).text
+    assert 'action="/dashboard/retry"' in confirm
+    assert "Retry 1 dead job</button>" in confirm
+    assert "No dead job of tenant x: nothing to do." in none
+    assert "/dashboard/retry" not in none
+
+
+async def test_new_buttons_refuse_cross_site_posts(client):
+    """Cancel, delete and delete-all from another site are 403, like every dashboard POST."""
+    foreign = {"Origin": "https://evil.example"}
+    job = "0172ff91-2bc7-4277-8c54-cfd050bbf331"
+    statuses = [
+        (await client.post(path, headers=foreign)).status_code
+        for path in (
+            f"/dashboard/jobs/{job}/cancel",
+            f"/dashboard/jobs/{job}/delete",
+            "/dashboard/delete",
+        )
+    ]
+    assert [403, 403, 403] == statuses
+
+
+async def test_recent_successes_link_their_content_served_sandboxed(make_settings, web):
+    """A succeeded job is listed with links to its body and text, which the dashboard serves
+    (under its own sign-in) with the API's sandboxing headers."""
+    page_url = web.script("/ok", Reply(200, body=b"<title>T</title><main>Body text</main>"))
+    admin = "admin-key-0123456789"
+    settings = make_settings(api_keys=f"{admin}:*")
+    headers = {"Authorization": f"Bearer {admin}"}
+    async with running_app(settings) as (_, client):
+        job = (await client.post("/jobs", json={"url": page_url}, headers=headers)).json()
+
+        async def done() -> bool:
+            answer = await client.get(f"/jobs/{job['id']}", headers=headers)
+            return answer.json()["status"] == "succeeded"
+
+        await eventually(done)
+        page = (await client.get("/dashboard", headers=headers)).text
+        basic = {"Authorization": "Basic " + base64.b64encode(f"ops:{admin}".encode()).decode()}
+        body = await client.get(f"/dashboard/jobs/{job['id']}/content", headers=basic)
+        text = await client.get(f"/dashboard/jobs/{job['id']}/text", headers=basic)
+    assert [job["id"]] == rows(page, "succeeded")
+    assert f'href="/dashboard/jobs/{job["id"]}/content"' in page
+    assert (b"<title>T</title><main>Body text</main>", "sandbox") == (
+        body.content,
+        body.headers["content-security-policy"],
+    )
+    assert "Body text" in text.text
