@@ -32,6 +32,9 @@ A rate-limited answer does not spend the attempt budget: the job is deferred to
 max(backoff, Retry-After) and its `deferrals` count grows, up to `max_deferrals`.
 
 The transient set is `Settings.transient_errors` (names) and `transient_status_codes`.
+
+Why one module past 300 lines: the failure tree and the formulas are written out in
+docstrings; the functions themselves are short and pure.
 """
 
 import random

@@ -20,6 +20,9 @@ Memory stays bounded whatever the server sends: redirects are followed here, clo
 than by httpx, with zlib allowed at most DECODE_STEP bytes of output per step, so a
 compression bomb is counted and stopped before it inflates; and a body is kept in memory up
 to SPOOL_BYTES, on disk beyond that, until it is known to fit.
+
+Why one module past 300 lines: one GET and its limits (redirects, decoding, size, time),
+which only hold when read together.
 """
 
 import asyncio

@@ -3,6 +3,9 @@
 Used by the HTTP API, the dashboard and the CLI alike, so all see and change jobs the same
 way. Every read loads each job with its domain's row (one outer join, whatever the number
 of jobs), so a pending job says what holds it back (`Job.blocked_by`).
+
+Why one module past 300 lines: it is the store's one handle on jobs for operators; every
+verb and read shares the row mapping and the `blocked_by` join, and each method is short.
 """
 
 import base64

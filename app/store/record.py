@@ -16,6 +16,9 @@ change, so a batch costs the same few round trips whatever its size:
 
 Every value is built before the transaction opens: the SQLite writer is held for the
 statements, not for Python work.
+
+Why one module past 300 lines: one transaction in the steps above; split, its fencing
+would be read in pieces.
 """
 
 from collections import defaultdict
