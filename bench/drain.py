@@ -22,7 +22,8 @@ One `bench.target` process serves every fetch. Each round runs, for each backend
   - slow: the drain against a second target that answers after `--slow-delay-ms`;
   - serve: pickup by the embedded worker of `ingest serve`, jobs POSTed to its API
     (`bench.serve`);
-  - submit: POST /jobs latency while `ingest serve` drains a backlog (`bench.serve`);
+  - submit: POST /jobs latency while `ingest serve` drains a backlog (`bench.serve`), with
+    its embedded worker, then with the worker in a process of its own;
   - fair: claim cost with many tenants and domains (`bench.fair_claim`);
   - rss: a worker's memory on a queue of `--big-pending` jobs (`bench.footprint`);
   - startup: `ingest worker` exec -> first claim on that queue, and (once a round)
@@ -240,6 +241,8 @@ async def run(args: Any) -> list[dict]:
                 if "submit" in chosen:
                     posting = partial(submit_while_draining, backend, target, args)
                     await measure("submit", name, 1, rnd, posting)
+                    apart = partial(submit_while_draining, backend, target, args, separate=True)
+                    await measure("submit-split", name, 1, rnd, apart)
                 if "fair" in chosen:
                     claims = partial(fair.measure, backend, args.fair_repeats)
                     await measure("fair", name, 1, rnd, claims)

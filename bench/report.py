@@ -306,23 +306,30 @@ def slow_table(med: Median, args: Any) -> str:
 
 def submit_table(med: Median, args: Any) -> str:
     rows = []
+    arrangements = (
+        ("submit", "embedded worker"),
+        ("submit-split", "`ingest worker` apart"),
+    )
     for backend in backends(args.backend):
         name = NAMES[backend]
-        rows.append(
-            [
-                name,
-                *(
-                    fmt(med("submit", name, 1, key), 1)
-                    for key in ("post_p50_ms", "post_p99_ms", "post_max_ms", "post_mean_ms")
-                ),
-                fmt(med("submit", name, 1, "drain_jobs_per_s"), 0),
-                fmt(med("submit", name, 1, "backlog_left"), 0),
-                fmt(med("submit", name, 1, "serve_cpu_cores"), 2),
-                fmt(med("submit", name, 1, "other_cores"), 2),
-            ]
-        )
+        for kind, arrangement in arrangements:
+            rows.append(
+                [
+                    name,
+                    arrangement,
+                    *(
+                        fmt(med(kind, name, 1, key), 1)
+                        for key in ("post_p50_ms", "post_p99_ms", "post_max_ms", "post_mean_ms")
+                    ),
+                    fmt(med(kind, name, 1, "drain_jobs_per_s"), 0),
+                    fmt(med(kind, name, 1, "backlog_left"), 0),
+                    fmt(med(kind, name, 1, "serve_cpu_cores"), 2),
+                    fmt(med(kind, name, 1, "other_cores"), 2),
+                ]
+            )
     headers = [
         "backend",
+        "worker",
         "POST p50 ms",
         "POST p99 ms",
         "POST max ms",
@@ -333,7 +340,8 @@ def submit_table(med: Median, args: Any) -> str:
         "not ours (cores)",
     ]
     title = (
-        f"POST /jobs while `ingest serve` drains a backlog of {args.submit_backlog:,}"
+        f"POST /jobs to `ingest serve` while a backlog of {args.submit_backlog:,} drains, by its"
+        " embedded worker or by one `ingest worker` beside it"
         f" ({args.submit_rate:g} POSTs/s for {args.submit_seconds:g} s; medians of the"
         " rounds' figures; target p99 <= 25 ms):"
     )

@@ -7,6 +7,8 @@
   holding `--submit-backlog` pending jobs, and while its worker drains them the benchmark
   POSTs single jobs at `--submit-rate` per second for `--submit-seconds`: the latency of
   each POST /jobs as the client sees it (connection kept alive, so no connect counted).
+  With `separate`, the same with the API and the worker apart: `ingest serve` with
+  INGEST_WORKER_ENABLED=false, and one `ingest worker` process draining.
 """
 
 import asyncio
@@ -28,6 +30,7 @@ from bench.harness import RESULTS, Target, fresh_database, percentile
 from bench.workers import (
     INGEST,
     Probe,
+    Workers,
     cores_busy,
     cpu_between,
     ingest_env,
@@ -81,11 +84,13 @@ class Serve:
         return latencies
 
 
-def start_serve(database_url: str, args: Any) -> tuple[subprocess.Popen[bytes], int]:
-    """`ingest serve` (with its worker, the benchmark's worker settings) on a free port,
-    logging to bench/results/serve.log."""
+def start_serve(
+    database_url: str, args: Any, worker: bool = True
+) -> tuple[subprocess.Popen[bytes], int]:
+    """`ingest serve` (with its worker, the benchmark's worker settings, unless `worker` is
+    false) on a free port, logging to bench/results/serve.log."""
     port = free_port()
-    env = ingest_env(database_url, 1, args)
+    env = ingest_env(database_url, 1, args) | {"INGEST_WORKER_ENABLED": str(worker).lower()}
     RESULTS.mkdir(exist_ok=True)
     with LOG.open("w") as file:
         command = [str(INGEST), "serve", "--host", "127.0.0.1", "--port", str(port)]
@@ -93,10 +98,10 @@ def start_serve(database_url: str, args: Any) -> tuple[subprocess.Popen[bytes], 
 
 
 @contextlib.asynccontextmanager
-async def serving(database_url: str, args: Any) -> AsyncIterator[Serve]:
+async def serving(database_url: str, args: Any, worker: bool = True) -> AsyncIterator[Serve]:
     """`start_serve`, answering /readyz on entry; stopped (SIGTERM, as an operator would)
     on exit."""
-    process, port = start_serve(database_url, args)
+    process, port = start_serve(database_url, args, worker)
     try:
         async with httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=30
@@ -159,19 +164,42 @@ async def embedded_pickup(backend: str, target: Target, args: Any) -> dict:
     }
 
 
-async def submit_while_draining(backend: str, target: Target, args: Any) -> dict:
+async def wait_for_first_claim(probe: Probe, workers: Workers) -> None:
+    """Until the separate worker has claimed a job (it imports and connects first)."""
+    deadline = time.monotonic() + READY_SECONDS
+    claimed = sa.select(sa.exists().select_from(attempts))
+    while True:
+        async with probe.database.read() as conn:
+            if (await conn.execute(claimed)).scalar_one():
+                return
+        workers.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no claim after {READY_SECONDS:g}s")
+        await asyncio.sleep(0.05)
+
+
+async def submit_while_draining(
+    backend: str, target: Target, args: Any, separate: bool = False
+) -> dict:
     url = await fresh_database(backend, DATABASE)
     probe = Probe(Database(url))
     await probe.find_server()
     await submit(probe.store, new_jobs(target, args.submit_backlog, tenant="backlog"))
     total = round(args.submit_rate * args.submit_seconds)
-    async with serving(url, args) as serve:
-        watched = [serve.process.pid, target.pid]
-        first = probe.sample(watched)
-        before, _ = await probe.unfinished()
-        posts = await serve.post_at(target, args.submit_rate, total, first=args.submit_backlog)
-        after, failed = await probe.unfinished()
-        last = probe.sample(watched)
+    async with serving(url, args, worker=not separate) as serve:
+        workers = Workers(url, 1, args) if separate else None
+        try:
+            watched = [serve.process.pid, target.pid, *(workers.pids if workers else [])]
+            if workers is not None:
+                await wait_for_first_claim(probe, workers)
+            first = probe.sample(watched)
+            before, _ = await probe.unfinished()
+            posts = await serve.post_at(target, args.submit_rate, total, first=args.submit_backlog)
+            after, failed = await probe.unfinished()
+            last = probe.sample(watched)
+        finally:
+            if workers is not None:
+                workers.stop()
     await probe.database.dispose()
     if failed:
         raise RuntimeError(f"{failed} jobs dead or cancelled")
