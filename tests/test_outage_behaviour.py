@@ -3,6 +3,7 @@ one log line per request, and recovers by itself; readiness fails when SQLite ca
 A bug (a statement on a table that is not there) is still a 500."""
 
 import logging
+import sqlite3
 
 import httpx
 import sqlalchemy as sa
@@ -10,7 +11,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.api.problems import PROBLEM_JSON, RETRY_AFTER_SECONDS
 from app.store.dialect import backend_for
-from tests.conftest import eventually, running_app
+from tests.conftest import eventually, running_app, wait_for_status
 from tests.outages import outage
 
 URL = "https://example.com/page"
@@ -71,3 +72,53 @@ async def test_a_statement_that_is_wrong_is_still_a_500(make_settings, database_
                     await conn.execute(sa.text("ALTER TABLE workers_away RENAME TO workers"))
                 await engine.dispose()
     assert response.status_code == 500
+
+
+async def test_a_worker_that_cannot_record_claims_nothing_until_it_can(
+    make_settings, web, monkeypatch
+):
+    """While the completer's write fails (and is tried again), the worker claims no job: it
+    could not record it either. Once writes work, the held outcome is recorded (not fetched
+    again) and claims resume."""
+    async with running_app(make_settings()) as (app, client):
+        worker = app.state.runtime.worker
+        queue = worker.queue
+        real_record, real_claim = queue.record, queue.claim
+        writes_work = False
+        failed_writes = 0
+        claims_while_failing = 0
+
+        async def record(outcomes, now):
+            nonlocal failed_writes
+            if not writes_work:
+                failed_writes += 1
+                full = sqlite3.OperationalError("database or disk is full")
+                raise sa.exc.OperationalError("INSERT INTO attempts", {}, full)
+            return await real_record(outcomes, now)
+
+        async def claim(*args, **kwargs):
+            nonlocal claims_while_failing
+            claims_while_failing += worker.completer.failing
+            return await real_claim(*args, **kwargs)
+
+        monkeypatch.setattr(queue, "record", record)
+        monkeypatch.setattr(queue, "claim", claim)
+
+        first = (await client.post("/jobs", json={"url": web.url("/first")})).json()
+        await eventually(lambda: _true(worker.completer.failing))
+        second = (await client.post("/jobs", json={"url": web.url("/second")})).json()
+        # Three failed writes: a second and a half of retries, seven polls of the loop.
+        await eventually(lambda: _true(failed_writes >= 3))
+        assert claims_while_failing == 0
+        assert (await client.get(f"/jobs/{second['id']}")).json()["status"] == "pending"
+
+        writes_work = True
+        await wait_for_status(client, first["id"], "succeeded")
+        await wait_for_status(client, second["id"], "succeeded")
+        assert len(web.hits["/first"]) == 1, "the held outcome was recorded, not fetched again"
+        attempts = (await client.get(f"/jobs/{first['id']}/attempts")).json()
+        assert len(attempts["items"]) == 1
+
+
+async def _true(value: bool) -> bool:
+    return value
