@@ -209,21 +209,70 @@ class PostgresBackend:
     async def listen(self, on_notify: Callable[[], None]) -> AsyncIterator[None]:
         """Call `on_notify` whenever any process submits a job, while the block runs.
 
-        A dropped listener connection is not fatal: the worker still polls.
+        The LISTEN connection is kept open: one that drops (the server restarted, the
+        backend was terminated, the network went away) is reopened after a wait growing
+        from 0.5 s to 5 s, logged once when lost and once when back. Meanwhile the worker
+        still polls; once back, `on_notify` is called, as a submit may have come between.
         """
-        dsn = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        try:
-            connection = await asyncpg.connect(dsn)
-            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: on_notify())
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("LISTEN %s unavailable (%s); relying on polling", NOTIFY_CHANNEL, exc)
-            yield
-            return
+        keeping = asyncio.create_task(self._keep_listening(on_notify), name="listen")
         try:
             yield
         finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(connection.close(), timeout=5)
+            keeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeping
+
+    async def _keep_listening(self, on_notify: Callable[[], None]) -> None:
+        dsn = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        failures = 0
+        while True:
+            try:
+                connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+            except LISTEN_ERRORS as exc:
+                if failures == 0:
+                    log.warning("LISTEN %s unavailable (%s); reconnecting", NOTIFY_CHANNEL, exc)
+                failures += 1
+                await asyncio.sleep(listen_wait(failures))
+                continue
+            try:
+                lost = await self._listen_on(connection, on_notify, back=failures > 0)
+            finally:
+                connection.terminate()
+            failures = 1
+            log.warning("LISTEN connection lost: %s; reconnecting", lost)
+            await asyncio.sleep(listen_wait(failures))
+
+    async def _listen_on(
+        self, connection: asyncpg.Connection, on_notify: Callable[[], None], back: bool
+    ) -> str:
+        """LISTEN on `connection` until it is lost; why it was."""
+        closed = asyncio.Event()
+        connection.add_termination_listener(lambda _: closed.set())
+        try:
+            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: on_notify())
+            if back:
+                log.info("LISTEN connection back")
+                on_notify()
+            while not closed.is_set():
+                try:
+                    await asyncio.wait_for(closed.wait(), LISTEN_PING_SECONDS)
+                except TimeoutError:
+                    # A connection that died without a word (a network partition) shows
+                    # only when used.
+                    await connection.execute("SELECT 1", timeout=CONNECT_TIMEOUT_SECONDS)
+        except LISTEN_ERRORS as exc:
+            return str(exc) or type(exc).__name__
+        return "the server closed the connection"
+
+
+LISTEN_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+LISTEN_PING_SECONDS = 30.0
+"""How often an idle LISTEN connection is checked."""
+
+
+def listen_wait(failures: int) -> float:
+    """Seconds before reopening LISTEN after `failures` failures in a row: 0.5, 1, 2, 4, 5."""
+    return min(0.5 * 2.0 ** min(failures - 1, 10), 5.0)
 
 
 Backend = SQLiteBackend | PostgresBackend
