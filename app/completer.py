@@ -11,6 +11,8 @@ least once, never lost.
 A write that fails (the database is away, full, out of connections) keeps its outcomes and
 is tried again, fenced as ever, after a growing wait, for up to INGEST_LEASE_SECONDS; then
 the outcomes are given up (logged), and their jobs come back when their leases run out.
+Meanwhile `failing` is true, and the worker claims nothing: a job it fetched then could not
+be recorded either, and would cost an attempt for nothing.
 """
 
 import asyncio
@@ -21,7 +23,7 @@ from datetime import datetime, timedelta
 
 from app import observability as events
 from app import policy
-from app.loop import error_wait
+from app.loop import error_line, error_wait
 from app.model import Complete, DomainPause, DomainSignal, Lease, Outcome
 from app.settings import Settings
 from app.store.queue import Queue
@@ -51,6 +53,12 @@ class Completer:
         self._gathered = asyncio.Event()
         self._full = asyncio.Event()
         self._closing = False
+        self._failed_writes = 0
+
+    @property
+    def failing(self) -> bool:
+        """A write failed and is being tried again: outcomes cannot be recorded now."""
+        return self._failed_writes > 0
 
     @property
     def held(self) -> list[Lease]:
@@ -93,27 +101,33 @@ class Completer:
 
     async def _write(self, batch: Sequence[Outcome]) -> None:
         give_up = self.clock() + timedelta(seconds=self.settings.lease_seconds)
-        failed = 0
+        try:
+            await self._write_until_given_up(batch, give_up)
+        finally:
+            self._failed_writes = 0
+
+    async def _write_until_given_up(self, batch: Sequence[Outcome], give_up: datetime) -> None:
         while True:
             try:
                 await self.record(batch)
                 return
             except Exception as exc:
-                failed += 1
+                self._failed_writes += 1
+                failed = self._failed_writes
                 if self.clock() >= give_up:
                     log.error(
                         "gave up recording %s after %s (%s); they run again once their "
                         "leases run out",
                         counted(len(batch), "finished job"),
                         counted(failed, "failed write"),
-                        _one_line(exc),
+                        error_line(exc),
                     )
                     return
                 wait = error_wait(failed)
                 log.warning(
                     "recording %s failed (%s); trying again in %gs",
                     counted(len(batch), "finished job"),
-                    _one_line(exc),
+                    error_line(exc),
                     wait,
                     exc_info=failed == 1,
                 )
@@ -135,7 +149,7 @@ class Completer:
         try:
             await self._pause_domains(recorded, now)
         except Exception as exc:  # the outcomes are in; a pause is advice
-            log.warning("could not pause domains: %s", _one_line(exc))
+            log.warning("could not pause domains: %s", error_line(exc))
         return recorded
 
     async def _pause_domains(self, recorded: Recorded, now: datetime) -> None:
@@ -167,8 +181,3 @@ def _streak(recorded: Recorded, domain: str) -> int:
     """The failing domain's consecutive failures: at least the one failure at hand, though
     an answer later in the same batch ended the streak."""
     return max(recorded.failures.get(domain, 0), 1)
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__

@@ -36,7 +36,7 @@ from app import __version__, policy
 from app import observability as events
 from app.completer import Completer
 from app.fetch.fetcher import Fetcher
-from app.loop import Loop, Wakeup
+from app.loop import Loop, Wakeup, error_line
 from app.model import Lease, WorkerPresence
 from app.settings import Settings
 from app.store.queue import Queue
@@ -118,7 +118,13 @@ class Worker:
 
     async def tick(self) -> float:
         """One pass: take back expired leases and prune when due; top up the local queue with
-        one claim. Returns how long the loop may wait before the next pass."""
+        one claim. Returns how long the loop may wait before the next pass.
+
+        Nothing while the completer cannot record (its write failed and is being tried
+        again): what this worker fetched now could not be recorded either. Its next record
+        wakes the loop."""
+        if self.completer.failing:
+            return self._max_wait
         now = self.clock()
         if now >= self._next_take_back:
             self._next_take_back = now + timedelta(seconds=self._take_back_interval)
@@ -221,7 +227,9 @@ class Worker:
                 until = self.clock() + timedelta(seconds=self.settings.lease_seconds)
                 kept = await self.queue.extend_leases(held, until)
             except Exception as exc:
-                log.warning("worker %s: heartbeat failed (%s); leases may expire", self.id, exc)
+                log.warning(
+                    "worker %s: heartbeat failed (%s); leases may expire", self.id, error_line(exc)
+                )
                 continue
             self._drop_lost([lease for lease in held if lease not in kept])
 
@@ -250,7 +258,9 @@ class Worker:
                 await self.queue.report(presence, self.clock())
         except Exception as exc:
             log.warning(
-                "worker %s: could not write its row in the workers table (%s)", self.id, exc
+                "worker %s: could not write its row in the workers table (%s)",
+                self.id,
+                error_line(exc),
             )
 
     def _drop_lost(self, lost: list[Lease]) -> None:
