@@ -111,7 +111,9 @@ class Ledger:
             return [JobRow(*row) for row in await conn.execute(stmt)]
 
     async def statuses(self) -> Counter[str]:
-        return Counter(job.status for job in await self.jobs())
+        stmt = sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status)
+        async with self.db.read() as conn:
+            return Counter(dict((await conn.execute(stmt)).tuples().all()))
 
     async def running(self) -> list[JobRow]:
         return [job for job in await self.jobs() if job.status == "running"]
