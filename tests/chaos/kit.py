@@ -7,7 +7,9 @@ processes' own word.
 """
 
 import asyncio
+import signal
 import socket
+import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,12 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
+import asyncpg
 import sqlalchemy as sa
 
 from app.model import NewJob
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.tables import attempts, jobs
+from app.store.tables import attempts, jobs, workers
 from tests.conftest import eventually
 from tests.processes import ServiceProcess, service
 from tests.webserver import Reply, ScriptedServer
@@ -113,7 +116,7 @@ class Ledger:
     async def statuses(self) -> Counter[str]:
         stmt = sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status)
         async with self.db.read() as conn:
-            return Counter(dict((await conn.execute(stmt)).tuples().all()))
+            return Counter({status: count for status, count in await conn.execute(stmt)})
 
     async def running(self) -> list[JobRow]:
         return [job for job in await self.jobs() if job.status == "running"]
@@ -128,6 +131,16 @@ class Ledger:
             for job_id, *row in await conn.execute(stmt):
                 history.setdefault(job_id, []).append(AttemptRow(*row))
         return history
+
+    async def running_fetches(self, worker_id: str, since: datetime) -> int | None:
+        """The fetches a worker said it runs in its last heartbeat, if that came after
+        `since`; else None."""
+        stmt = sa.select(workers.c.running).where(
+            workers.c.id == worker_id, workers.c.last_heartbeat_at > since
+        )
+        async with self.db.read() as conn:
+            running: int | None = (await conn.execute(stmt)).scalar()
+            return running
 
     async def until_all(self, status: str, count: int, timeout: float) -> Counter[str]:
         """Wait until `count` jobs have `status`; the statuses then."""
@@ -169,3 +182,44 @@ async def exited(process: ServiceProcess, timeout: float) -> int:
             raise AssertionError(f"still running after {timeout}s: {process.text()[-3000:]}")
         await asyncio.sleep(0.05)
     return process.process.returncode
+
+
+async def _transaction_open(database_url: str) -> bool:
+    """Whether another connection holds a write transaction open: the SQLite write lock, or
+    a PostgreSQL session in a transaction (this probe's own excepted)."""
+    if database_url.startswith("sqlite"):
+
+        def locked() -> bool:
+            conn = sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=0.2)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.rollback()
+                return False
+            except sqlite3.OperationalError:
+                return True
+            finally:
+                conn.close()
+
+        return await asyncio.to_thread(locked)
+    conn = await asyncpg.connect(database_url, timeout=10)
+    try:
+        busy: int = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND state <> 'idle'"
+        )
+        return busy > 0
+    finally:
+        await conn.close()
+
+
+async def freeze_between_transactions(process: ServiceProcess, database_url: str) -> None:
+    """SIGSTOP `process` at a moment it holds no transaction open. A process frozen inside a
+    write would hold SQLite's one write lock (or PostgreSQL row locks) and stall every other
+    worker: a hazard of its own, not the one a test of leases means to show."""
+    for _ in range(100):
+        process.signal(signal.SIGSTOP)
+        if not await _transaction_open(database_url):
+            return
+        process.signal(signal.SIGCONT)
+        await asyncio.sleep(0.01)
+    raise AssertionError("the process never stopped outside a transaction")

@@ -50,8 +50,7 @@ async def test_many_workers_fetch_every_url_exactly_once(database_url, web, tmp_
         bound=0,
         locked_errors=sum(log.count("database is locked") for log in logs),
         jobs_per_worker=sorted(
-            sum(tries[0].worker_id == worker_id for tries in history.values())
-            for worker_id in took
+            sum(tries[0].worker_id == worker_id for tries in history.values()) for worker_id in took
         ),
     )
     assert {"succeeded": JOBS} == dict(statuses)
