@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from app.model import NewJob
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.tables import attempts, jobs, workers
+from app.store.tables import attempts, domains, jobs, workers
 from tests.conftest import eventually
 from tests.processes import ServiceProcess, service
 from tests.webserver import Reply, ScriptedServer
@@ -131,6 +131,13 @@ class Ledger:
             for job_id, *row in await conn.execute(stmt):
                 history.setdefault(job_id, []).append(AttemptRow(*row))
         return history
+
+    async def in_flight(self) -> int:
+        """The running jobs the domains' counters hold (what the per-domain limit reads)."""
+        stmt = sa.select(sa.func.coalesce(sa.func.sum(domains.c.in_flight), 0))
+        async with self.db.read() as conn:
+            count: int = (await conn.execute(stmt)).scalar_one()
+            return count
 
     async def running_fetches(self, worker_id: str, since: datetime) -> int | None:
         """The fetches a worker said it runs in its last heartbeat, if that came after
