@@ -55,7 +55,11 @@ def started(
     stopped (SIGTERM, then SIGKILL) on the way out unless the test ended it."""
     args = ("--host", HOST, "--port", str(free_port())) if kind == "serve" else ()
     with service(kind, log, database_url, *args, **(BUSY | settings)) as process:
-        yield process
+        try:
+            yield process
+        finally:
+            if process.process.poll() is None:
+                process.signal(signal.SIGCONT)  # frozen, it would not hear the SIGTERM
 
 
 def slow_pages(web: ScriptedServer, count: int, *replies: Reply) -> list[str]:

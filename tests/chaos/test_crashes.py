@@ -43,8 +43,9 @@ async def test_kill_9_mid_flight_loses_no_job_and_repeats_only_the_leased_ones(
             killed.process.wait()
         leased = {job.url for job in await ledger.running()}
         before = hits(web, urls)
-        with started(kind, tmp_path / "again.log", database_url, **settings):
+        with started(kind, tmp_path / "again.log", database_url, **settings) as again:
             await ledger.until_all("succeeded", KILLED_JOBS, timeout=90)
+            taken_back = again.text().count("interrupted: lease expired; will retry now")
         jobs, history = await ledger.jobs(), await ledger.attempts()
         in_flight = await ledger.in_flight()
     fetched = hits(web, urls)
@@ -64,6 +65,7 @@ async def test_kill_9_mid_flight_loses_no_job_and_repeats_only_the_leased_ones(
     assert all(job.status == "succeeded" for job in jobs), "none lost, none left running"
     assert 0 == in_flight, "the domain's count of running jobs came back to 0"
     assert repeated <= leased
+    assert len(leased) == taken_back, "each lease of the killed process taken back once"
     assert {url: before[url] + 1 for url in leased} == {url: fetched[url] for url in leased}
     assert all(fetched[url] == 1 for url in urls if url not in leased)
     by_url = {job.url: job for job in jobs}
