@@ -1,0 +1,322 @@
+"""The database goes away under running processes: connections killed, the server stopped,
+too few connections, a full disk. Nothing crashes, no job is lost, duplicates stay within
+what a worker holds, and work resumes within seconds of the database's return.
+
+Real processes (`ingest serve`, `ingest worker`) on a PostgreSQL cluster the test owns
+(tests/chaos/pgcluster.py) or a SQLite file on a small tmpfs; fetches go to a local server
+that answers slowly and counts them per path.
+"""
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from app.store.database import upgrade_to_head
+from tests.chaos.pgcluster import PG_BIN, PostgresCluster, free_port, terminate_backends
+from tests.conftest import REQUIRE_PG, eventually
+from tests.processes import READY, ServiceProcess, service
+from tests.webserver import Reply, ScriptedServer
+
+SLOTS = 8
+PREFETCH = 2 * SLOTS  # the default INGEST_WORKER_PREFETCH
+HELD_PER_PROCESS = SLOTS + PREFETCH
+"""What one worker process holds leased at once: a crash or a lost write costs at most this
+many fetches again (README, "What a crash costs")."""
+
+QUIET_POLL = 30.0
+"""A poll interval no wait in these tests reaches: a job picked up fast came by LISTEN (or,
+for `ingest serve`'s own worker, by its API's wake-up)."""
+
+SETTINGS: dict[str, object] = {
+    "worker_concurrency": SLOTS,
+    "poll_interval_seconds": QUIET_POLL,
+    "domain_max_in_flight": 1000,  # every job is on 127.0.0.1: no politeness limit here
+    "lease_seconds": 30,
+    "shutdown_grace_seconds": 2,
+}
+CLIENT_TIMEOUT = 10.0
+"""An API call during an outage answers within this (the answer is a 503, never a hang)."""
+
+
+# --- the cluster, the processes, the jobs -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[PostgresCluster]:
+    """One cluster for the module (initdb takes seconds); each test makes its database."""
+    if not (PG_BIN / "initdb").exists():
+        if REQUIRE_PG:
+            pytest.fail(f"PostgreSQL required but no initdb in {PG_BIN}")
+        pytest.skip(f"no PostgreSQL binaries in {PG_BIN}")
+    owned = PostgresCluster()
+    try:
+        owned.start()
+        yield owned
+    finally:
+        owned.remove()
+
+
+@pytest.fixture
+def pg_url(cluster: PostgresCluster) -> Iterator[str]:
+    if not cluster.running:  # a test that stopped it and failed before starting it again
+        cluster.start()
+    url = cluster.create_database()
+    yield url
+    if cluster.running:
+        cluster.drop_database(url)
+
+
+def slow_paths(web: ScriptedServer, count: int, delay: float) -> list[str]:
+    paths = [f"/job/{i}" for i in range(count)]
+    for path in paths:
+        web.script(path, Reply(delay=delay))
+    return paths
+
+
+@asynccontextmanager
+async def serve(
+    log: Path, database_url: str, **settings: object
+) -> AsyncIterator[tuple[ServiceProcess, httpx.AsyncClient]]:
+    """`ingest serve` on a free port, up (its worker started unless disabled), and a client."""
+    port = free_port()
+    merged = SETTINGS | settings
+    with service(
+        "serve", log, database_url, "--host", "127.0.0.1", "--port", str(port), **merged
+    ) as process:
+        if merged.get("worker_enabled", True):
+            await process.wait_for_line(READY)
+        base_url = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base_url, timeout=CLIENT_TIMEOUT) as client:
+
+            async def answers() -> bool:
+                try:
+                    return (await client.get("/healthz")).status_code == 200
+                except httpx.TransportError:
+                    assert process.process.poll() is None, process.text()[-3000:]
+                    return False
+
+            await eventually(answers, timeout=60, interval=0.1)
+            yield process, client
+
+
+@contextmanager
+def worker_processes(
+    tmp_path: Path, database_url: str, count: int, **settings: object
+) -> Iterator[list[ServiceProcess]]:
+    """`count` `ingest worker` processes (not yet waited on), stopped on the way out."""
+    with ExitStack() as stack:
+        yield [
+            stack.enter_context(
+                service(
+                    "worker", tmp_path / f"worker-{i}.log", database_url, **(SETTINGS | settings)
+                )
+            )
+            for i in range(count)
+        ]
+
+
+async def submit(client: httpx.AsyncClient, web: ScriptedServer, paths: list[str]) -> None:
+    for start in range(0, len(paths), 1000):
+        body = {"jobs": [{"url": web.url(path)} for path in paths[start : start + 1000]]}
+        answer = await client.post("/jobs/batch", json=body)
+        assert 201 == answer.status_code, answer.text
+
+
+async def stats(client: httpx.AsyncClient) -> dict[str, int] | None:
+    """Jobs per status, or None while the database is away (a 503: never a 500)."""
+    answer = await client.get("/stats")
+    if answer.status_code == 503:
+        return None
+    assert 200 == answer.status_code, answer.text
+    counts: dict[str, int] = answer.json()["counts"]
+    return counts
+
+
+async def all_finished(client: httpx.AsyncClient, total: int, timeout: float) -> float:
+    """Wait until `total` jobs are succeeded or dead; the seconds it took."""
+    started = time.monotonic()
+
+    async def finished() -> bool:
+        counts = await stats(client)
+        return counts is not None and counts["succeeded"] + counts["dead"] == total
+
+    await eventually(finished, timeout=timeout, interval=0.1)
+    return time.monotonic() - started
+
+
+async def pg_jobs(database_url: str) -> dict[str, tuple[str, int]]:
+    """Every job's URL: its status and attempts, read from the database itself."""
+    conn = await asyncpg.connect(database_url, timeout=10)
+    try:
+        rows = await conn.fetch("SELECT url, status, attempts FROM jobs")
+    finally:
+        await conn.close()
+    return {row["url"]: (row["status"], row["attempts"]) for row in rows}
+
+
+def duplicates(web: ScriptedServer, paths: list[str]) -> int:
+    """Fetches beyond the first of each path."""
+    return sum(max(web.count(path) - 1, 0) for path in paths)
+
+
+def lines(process: ServiceProcess) -> int:
+    return len(process.text().splitlines())
+
+
+async def picked_up_in(
+    client: httpx.AsyncClient, web: ScriptedServer, path: str, timeout: float = 10
+) -> float:
+    """Submit one job; seconds until it is fetched (a wake-up, not a poll: see QUIET_POLL)."""
+    started = time.monotonic()
+    await submit(client, web, [path])
+
+    async def fetched() -> bool:
+        return web.count(path) > 0
+
+    await eventually(fetched, timeout=timeout, interval=0.02)
+    return time.monotonic() - started
+
+
+def assert_alive(*processes: ServiceProcess) -> None:
+    for process in processes:
+        assert process.process.poll() is None, process.text()[-3000:]
+
+
+# --- the outages -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+async def test_a_storm_of_killed_connections_loses_nothing(pg_url, web, tmp_path):
+    """Every connection of the service's database is killed every 0.5 s for 5 s while two
+    workers drain 300 jobs: nothing exits, every job succeeds, each URL is fetched, the
+    duplicates stay within what the workers hold, and LISTEN wakes the workers afterwards."""
+    paths = slow_paths(web, 300, delay=0.2)
+    database = pg_url.rsplit("/", 1)[1]
+    async with serve(tmp_path / "serve.log", pg_url, worker_enabled=False) as (api, client):
+        with worker_processes(tmp_path, pg_url, 2) as processes:
+            for process in processes:
+                await process.wait_for_line(READY)
+            await submit(client, web, paths)
+            killed = []
+            admin = await asyncpg.connect(pg_url.rsplit("/", 1)[0] + "/postgres", timeout=10)
+            try:
+                for _ in range(10):
+                    killed.append(await terminate_backends(admin, database))
+                    await asyncio.sleep(0.5)
+            finally:
+                await admin.close()
+            storm_done = sum(web.count(path) > 0 for path in paths)
+            drained = await all_finished(client, len(paths), timeout=60)
+            assert_alive(api, *processes)
+            # Idle now: only LISTEN (the API's NOTIFY) wakes a worker before QUIET_POLL.
+            pickup = await picked_up_in(client, web, "/after-the-storm")
+            assert_alive(api, *processes)
+        jobs = await pg_jobs(pg_url)
+    print(
+        f"storm: killed {killed} backends; {storm_done} of {len(paths)} fetched by its end;"
+        f" drained {drained:.1f}s after; duplicates {duplicates(web, paths)}"
+        f" (bound {2 * HELD_PER_PROCESS}); picked up {pickup:.2f}s after"
+    )
+    assert all(count > 0 for count in killed[:3]), killed
+    assert {web.url(path) for path in paths} <= set(jobs)
+    assert {"succeeded"} == {status for status, _ in jobs.values()}
+    assert all(web.count(path) >= 1 for path in paths)
+    assert duplicates(web, paths) <= 2 * HELD_PER_PROCESS
+    assert pickup < 5, "LISTEN was not reconnected: the job waited for a poll"
+
+
+async def listeners(database_url: str) -> int:
+    """Connections of the database that LISTEN (their last statement), idle."""
+    conn = await asyncpg.connect(database_url, timeout=10)
+    try:
+        count = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND state = 'idle' AND query ILIKE 'LISTEN%'"
+        )
+    finally:
+        await conn.close()
+    return int(count)
+
+
+async def assert_unavailable(client: httpx.AsyncClient, method: str, path: str, **kw: Any) -> None:
+    """The API answers 503 problem+json with a Retry-After, fast: never a 500, never a hang."""
+    started = time.monotonic()
+    answer = await client.request(method, path, **kw)
+    took = time.monotonic() - started
+    assert 503 == answer.status_code, f"{method} {path}: {answer.status_code} {answer.text[:500]}"
+    assert answer.headers["content-type"].startswith("application/problem+json"), answer.headers
+    assert answer.json()["status"] == 503
+    if path != "/readyz":
+        assert int(answer.headers["retry-after"]) > 0
+    assert took < 5, f"{method} {path} took {took:.1f}s"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+async def test_the_server_stopped_and_started_under_load(cluster, pg_url, web, tmp_path):
+    """PostgreSQL stops with jobs in flight, for a few seconds: meanwhile the API answers
+    503 problem+json (readiness too) and the workers log a line per retry and stay up; once
+    it is back every job is done within seconds (far less than a lease), none lost, and
+    both processes LISTEN again."""
+    paths = slow_paths(web, 150, delay=0.3)
+    down_for = 4.0
+    async with serve(tmp_path / "serve.log", pg_url) as (api, client):
+        with worker_processes(tmp_path, pg_url, 1) as (worker,):
+            await worker.wait_for_line(READY)
+            await submit(client, web, paths)
+
+            async def under_way() -> bool:
+                return sum(web.count(path) > 0 for path in paths) >= 30
+
+            await eventually(under_way, timeout=30, interval=0.02)
+            logged = {process: lines(process) for process in (api, worker)}
+            cluster.stop()
+            stopped = time.monotonic()
+            try:
+                await assert_unavailable(client, "GET", "/readyz")
+                await assert_unavailable(client, "POST", "/jobs", json={"url": web.url("/x")})
+                await assert_unavailable(client, "GET", "/stats")
+                fetched_while_down = sum(web.count(path) for path in paths)
+                await asyncio.sleep(max(down_for - (time.monotonic() - stopped), 0))
+                fetched_while_down = sum(web.count(p) for p in paths) - fetched_while_down
+                assert_alive(api, worker)
+                outage_lines = {
+                    name: lines(process) - logged[process]
+                    for name, process in (("serve", api), ("worker", worker))
+                }
+            finally:
+                cluster.start()
+            recovery = await all_finished(client, len(paths), timeout=30)
+            assert_alive(api, worker)
+            listening = await eventually(lambda: _listening_of(pg_url, 2), timeout=10, interval=0.2)
+        worker_exit = worker.process.returncode
+        jobs = await pg_jobs(pg_url)
+    serve_exit = api.process.returncode
+    print(
+        f"outage {down_for:.0f}s: lines logged {outage_lines}; fetched while down"
+        f" {fetched_while_down}; all done {recovery:.1f}s after the start; duplicates"
+        f" {duplicates(web, paths)} (bound {2 * HELD_PER_PROCESS}); listeners {listening}"
+    )
+    print(api.text()[-3000:])
+    assert all(count <= 12 for count in outage_lines.values()), outage_lines
+    assert recovery < 15
+    assert {web.url(path) for path in paths} == set(jobs)
+    assert {"succeeded"} == {status for status, _ in jobs.values()}
+    assert duplicates(web, paths) <= 2 * HELD_PER_PROCESS
+    assert (0, 0) == (serve_exit, worker_exit)
+
+
+async def _listening_of(database_url: str, expected: int) -> int:
+    count = await listeners(database_url)
+    return count if count == expected else 0
