@@ -8,7 +8,9 @@ that answers slowly and counts them per path.
 """
 
 import asyncio
-import os
+import errno
+import re
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -21,7 +23,6 @@ import asyncpg
 import httpx
 import pytest
 
-from app.store.database import upgrade_to_head
 from tests.chaos.pgcluster import PG_BIN, PostgresCluster, free_port, terminate_backends
 from tests.conftest import REQUIRE_PG, eventually
 from tests.processes import READY, ServiceProcess, service
@@ -320,3 +321,132 @@ async def test_the_server_stopped_and_started_under_load(cluster, pg_url, web, t
 async def _listening_of(database_url: str, expected: int) -> int:
     count = await listeners(database_url)
     return count if count == expected else 0
+
+
+JOB_LINE = re.compile(r" ingest\.worker: job \S+ attempt ")
+"""The one line each attempt's end logs (not what an outage adds)."""
+
+
+def other_lines(process: ServiceProcess) -> int:
+    return sum(not JOB_LINE.search(line) for line in process.text().splitlines())
+
+
+TOO_FEW_CONNECTIONS = 14
+"""Five processes want up to 30 connections (INGEST_DATABASE_POOL_SIZE 5 each, plus one for
+LISTEN: README, "Connections per process"). Idle, each holds about 3 (LISTEN, and what its
+start used), so each can start, one after another; draining jobs, they want more than 14."""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+async def test_too_few_connections_for_five_processes(cluster, pg_url, web, tmp_path):
+    """`ingest serve` and 4 `ingest worker`s on a server with fewer connections than their
+    pools want drain 300 jobs: none lost, none dead, none fetched twice, nothing exits, and
+    the refusals are logged as retries, not a flood."""
+    paths = slow_paths(web, 300, delay=0.0)  # fast fetches: the database is the bottleneck
+    cluster.configure(max_connections=TOO_FEW_CONNECTIONS)
+    cluster.restart()
+    try:
+        async with serve(tmp_path / "serve.log", pg_url) as (api, client):
+            with worker_processes(tmp_path, pg_url, 4) as processes:
+                for process in processes:
+                    await process.wait_for_line(READY)
+                await submit(client, web, paths)
+                drained = await all_finished(client, len(paths), timeout=60)
+                assert_alive(api, *processes)
+            everyone = [api, *processes]
+            refused = [p.text().count("too many clients") for p in everyone]
+            logged = [other_lines(p) for p in everyone]
+    finally:
+        cluster.configure()
+        cluster.restart()
+    jobs = await pg_jobs(pg_url)
+    most = max(web.count(path) for path in paths)
+    print(
+        f"{TOO_FEW_CONNECTIONS} connections: drained in {drained:.1f}s; 'too many clients' seen"
+        f" {refused} times per process; other log lines {logged}; duplicates"
+        f" {duplicates(web, paths)}; most fetches of one job {most}"
+    )
+    assert sum(refused) > 0, "the processes never ran short of connections: lower the limit"
+    assert {web.url(path) for path in paths} == set(jobs)
+    assert {"succeeded"} == {status for status, _ in jobs.values()}
+    assert 1 == most, "a lease lapsed (30 s) or an outcome was lost, and a job ran twice"
+    assert all(count < 100 for count in logged), logged
+
+
+@contextmanager
+def small_tmpfs(directory: Path, size_kib: int) -> Iterator[Path]:
+    """A tmpfs of `size_kib` mounted on `directory` (root only), unmounted on the way out."""
+    directory.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(directory)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs (the test runs as root): {mounted.stderr}")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "--lazy", str(directory)], check=True)
+
+
+def fill(path: Path) -> int:
+    """Write `path` until the file system is full; the bytes written."""
+    written = 0
+    with path.open("wb", buffering=0) as filler:
+        for chunk in (1 << 16, 1 << 12):
+            try:
+                while True:
+                    written += filler.write(b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+    return written
+
+
+async def test_sqlite_on_a_full_disk(sqlite_template, web, tmp_path):
+    """The disk of the SQLite file fills up with jobs in flight: the API answers 503
+    problem+json (readiness too), never a 500; once space is freed every job finishes within
+    seconds, none lost, and the file passes its integrity check."""
+    paths = slow_paths(web, 60, delay=0.3)
+    with small_tmpfs(tmp_path / "disk", size_kib=2048) as disk:
+        database = disk / "ingest.db"
+        shutil.copy(sqlite_template, database)
+        url = f"sqlite:///{database}"
+        async with serve(tmp_path / "serve.log", url) as (api, client):
+            await submit(client, web, paths)
+
+            async def under_way() -> bool:
+                return sum(web.count(path) > 0 for path in paths) >= 10
+
+            await eventually(under_way, timeout=30, interval=0.02)
+            logged = lines(api)
+            filled = fill(disk / "filler")
+            try:
+                await assert_unavailable(client, "POST", "/jobs", json={"url": web.url("/x")})
+                await assert_unavailable(client, "GET", "/readyz")
+                await asyncio.sleep(2)  # the worker's writes fail meanwhile
+                assert_alive(api)
+                outage_lines = lines(api) - logged
+            finally:
+                (disk / "filler").unlink()
+            freed = time.monotonic()
+            ready = await client.get("/readyz")
+            await all_finished(client, len(paths), timeout=30)
+            recovery = time.monotonic() - freed
+        serve_exit = api.process.returncode
+        with sqlite3.connect(database) as conn:
+            integrity = conn.execute("PRAGMA integrity_check").fetchall()
+            jobs = dict(conn.execute("SELECT url, status FROM jobs").fetchall())
+            conn.close()
+    print(
+        f"disk full ({filled} filler bytes): {outage_lines} lines logged meanwhile; all done"
+        f" {recovery:.1f}s after space came back"
+    )
+    assert [("ok",)] == integrity
+    assert 200 == ready.status_code
+    assert {web.url(path) for path in paths} == set(jobs)
+    assert {"succeeded"} == set(jobs.values())
+    assert recovery < 15
+    assert outage_lines < 40
+    assert 0 == serve_exit
