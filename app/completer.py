@@ -11,6 +11,8 @@ least once, never lost.
 A write that fails (the database is away, full, out of connections) keeps its outcomes and
 is tried again, fenced as ever, after a growing wait, for up to INGEST_LEASE_SECONDS; then
 the outcomes are given up (logged), and their jobs come back when their leases run out.
+Meanwhile `failing` is true, and the worker claims nothing: a job it fetched then could not
+be recorded either, and would cost an attempt for nothing.
 """
 
 import asyncio
@@ -51,6 +53,12 @@ class Completer:
         self._gathered = asyncio.Event()
         self._full = asyncio.Event()
         self._closing = False
+        self._failed_writes = 0
+
+    @property
+    def failing(self) -> bool:
+        """A write failed and is being tried again: outcomes cannot be recorded now."""
+        return self._failed_writes > 0
 
     @property
     def held(self) -> list[Lease]:
@@ -93,13 +101,19 @@ class Completer:
 
     async def _write(self, batch: Sequence[Outcome]) -> None:
         give_up = self.clock() + timedelta(seconds=self.settings.lease_seconds)
-        failed = 0
+        try:
+            await self._write_until_given_up(batch, give_up)
+        finally:
+            self._failed_writes = 0
+
+    async def _write_until_given_up(self, batch: Sequence[Outcome], give_up: datetime) -> None:
         while True:
             try:
                 await self.record(batch)
                 return
             except Exception as exc:
-                failed += 1
+                self._failed_writes += 1
+                failed = self._failed_writes
                 if self.clock() >= give_up:
                     log.error(
                         "gave up recording %s after %s (%s); they run again once their "

@@ -118,7 +118,13 @@ class Worker:
 
     async def tick(self) -> float:
         """One pass: take back expired leases and prune when due; top up the local queue with
-        one claim. Returns how long the loop may wait before the next pass."""
+        one claim. Returns how long the loop may wait before the next pass.
+
+        Nothing while the completer cannot record (its write failed and is being tried
+        again): what this worker fetched now could not be recorded either. Its next record
+        wakes the loop."""
+        if self.completer.failing:
+            return self._max_wait
         now = self.clock()
         if now >= self._next_take_back:
             self._next_take_back = now + timedelta(seconds=self._take_back_interval)

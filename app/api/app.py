@@ -74,11 +74,11 @@ def create_app(
     app.add_middleware(CrossSiteGuard)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     metrics.install(app, app_metrics, settings.access_log)
-    app.include_router(jobs.router)
-    app.include_router(deliveries.router)
-    app.include_router(content.router)
+    app.include_router(jobs.router, responses=problems.unavailable())
+    app.include_router(deliveries.router, responses=problems.unavailable())
+    app.include_router(content.router, responses=problems.unavailable())
     app.include_router(ops.router)
-    app.include_router(domains.router)
+    app.include_router(domains.router, responses=problems.unavailable())
     app.include_router(dashboard.router)
     return app
 

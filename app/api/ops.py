@@ -4,11 +4,12 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
 from app.api.auth import AdminDep, CallerDep
 from app.api.deps import DatabaseDep, JobsDep, SettingsDep, WorkersDep
-from app.api.problems import responses
+from app.api.problems import one_line, responses, service_unavailable, unavailable
 from app.api.schemas import Health, WorkerList
 from app.wire import StatsOut, WorkerOut
 
@@ -18,14 +19,14 @@ log = logging.getLogger("ingest.api")
 READY_TIMEOUT_SECONDS = 2.0
 
 
-@router.get("/stats", name="get_stats")
+@router.get("/stats", name="get_stats", responses=unavailable())
 async def get_stats(jobs: JobsDep, caller: CallerDep) -> StatsOut:
     """Jobs per status; of the pending, how long the oldest due one has been due and how
     many are not due yet (of the caller's tenant)."""
     return StatsOut.of(await jobs.stats(caller.tenant))
 
 
-@router.get("/workers", name="list_workers", responses=responses(401, 403))
+@router.get("/workers", name="list_workers", responses={**responses(401, 403), **unavailable()})
 async def list_workers(workers: WorkersDep, settings: SettingsDep, _: AdminDep) -> WorkerList:
     """Every worker process seen in the last day: live, stopped, or gone (silent for twice
     INGEST_LEASE_SECONDS without saying it stopped). Admin."""
@@ -40,13 +41,14 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", name="readyz", responses=responses(503))
-async def readyz(database: DatabaseDep) -> Health:
-    """The database answers; 503 otherwise."""
+@router.get("/readyz", name="readyz", responses=unavailable(), response_model=Health)
+async def readyz(database: DatabaseDep) -> Health | JSONResponse:
+    """The database answers within 2 seconds, and on SQLite a write commits (a full disk or
+    a read-only file leaves reads working); 503 otherwise."""
     try:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
-            await database.ping()
+            await database.check_ready()
     except Exception as exc:
-        log.warning("not ready: database unreachable: %s", exc)
-        raise HTTPException(503, "database unreachable") from None
+        log.warning("not ready: the database cannot serve: %s", one_line(exc))
+        return service_unavailable("the database cannot serve")
     return Health(status="ok")

@@ -1,21 +1,34 @@
 """Errors as RFC 9457 problem details (`application/problem+json`).
 
 Request validation keeps FastAPI's 422 shape; everything else comes through here.
+
+A database that cannot serve now (unreachable, restarting, full, read-only, out of
+connections: `app.store.dialect.database_unavailable`) makes any route answer 503 with a
+Retry-After, logged in one line: a client retries, an outage does not flood the log with
+tracebacks. Any other database error (a bad statement) stays a 500 with its traceback.
 """
 
+import logging
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from app.api.schemas import Problem
+from app.store.dialect import database_unavailable
 from app.store.jobs import BadCursor, IdempotencyConflict, JobNotFound, StateConflict
 from app.strings import shown
 
 PROBLEM_JSON = "application/problem+json"
+RETRY_AFTER_SECONDS = 5
+"""What a 503 asks a client to wait: a database back within seconds is used at once."""
+
+log = logging.getLogger("ingest.api")
 
 
 def problem(status: int, detail: str | None = None) -> JSONResponse:
@@ -35,6 +48,32 @@ def responses(*statuses: int) -> dict[int | str, dict[str, object]]:
     }
 
 
+def unavailable() -> dict[int | str, dict[str, object]]:
+    """The OpenAPI entry of the 503 any route that reads or writes the database can answer."""
+    entry = responses(503)
+    entry[503]["description"] = "The database cannot serve now; try again after Retry-After"
+    entry[503]["headers"] = {
+        "Retry-After": {
+            "description": "Seconds to wait before trying again",
+            "schema": {"type": "integer"},
+        }
+    }
+    return entry
+
+
+def service_unavailable(detail: str) -> JSONResponse:
+    response = problem(503, detail)
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+def one_line(exc: BaseException) -> str:
+    """The error's type and the first line of the driver's message."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0][:300]}" if lines else type(cause).__name__
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -48,6 +87,20 @@ def install(app: FastAPI) -> None:
         for name, value in (exc.headers or {}).items():
             response.headers[name] = value
         return response
+
+    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+        if not database_unavailable(exc):
+            raise exc  # a bug, not an outage: the 500 and its traceback
+        log.warning(
+            "%s %s: database unavailable (%s); answered 503",
+            request.method,
+            request.url.path,
+            one_line(exc),
+        )
+        return service_unavailable("the database is unavailable; try again shortly")
+
+    for error in (DBAPIError, PoolTimeout, OSError):
+        app.add_exception_handler(error, _unavailable)
 
     @app.exception_handler(JobNotFound)
     async def _not_found(_: Request, exc: JobNotFound) -> JSONResponse:

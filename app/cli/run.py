@@ -38,7 +38,19 @@ def serve_api(host: str | None, port: int | None) -> None:
         log_config=None,
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 5,
     )
+    # uvicorn stops cleanly on SIGTERM or SIGINT, then raises the signal again for the
+    # handler it found installed: Python's default would kill the process (exit -15) or
+    # raise KeyboardInterrupt after a clean stop. This one lets it end with 0, like
+    # `ingest worker`.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _already_stopped)
     uvicorn.Server(config).run(sockets=[listener])
+    log.info("ingest serve stopped")
+
+
+def _already_stopped(signum: int, _frame: object) -> None:
+    """uvicorn's re-raise of the signal that stopped it: the service has stopped already."""
+    log.debug("%s after a clean stop", signal.Signals(signum).name)
 
 
 def _listen(host: str, port: int) -> socket.socket:

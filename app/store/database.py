@@ -44,6 +44,12 @@ class Database:
         async with self.read() as conn:
             await conn.execute(sa.text("SELECT 1"))
 
+    async def check_ready(self) -> None:
+        """Raise unless the database answers reads and takes writes (as far as the backend
+        needs checking: `Backend.check_writes`)."""
+        await self.ping()
+        await self.backend.check_writes(self.engine)
+
     async def upgrade(self) -> None:
         """Apply the Alembic migrations up to head (in a thread: Alembic runs its own loop)."""
         await asyncio.to_thread(upgrade_to_head, self.url)

@@ -19,6 +19,9 @@ differs:
   each dialect's own insert class;
 - date arithmetic (`Backend.minutes_between`): SQLite has no interval type, only
   `julianday`; PostgreSQL subtracts timestamps into an interval;
+- which errors mean "the database cannot serve now" (`database_unavailable`): SQLite says
+  so by result code (full, read-only, busy, I/O), PostgreSQL by SQLSTATE class (connection,
+  resources, shutdown);
 - schema changes: SQLite cannot alter a column or constraint in place, so the migrations
   use Alembic's batch mode (copy the table), which PostgreSQL runs as plain ALTERs.
 
@@ -28,6 +31,7 @@ Timestamps are stored as naive UTC on both (`app.store.tables.UTCDateTime`).
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -46,6 +50,7 @@ log = logging.getLogger("ingest.store")
 T = TypeVar("T")
 
 NOTIFY_CHANNEL = "ingest_jobs"
+CONNECT_TIMEOUT_SECONDS = 5.0
 WRITE = {"ingest_write": True}
 """Execution options of a write transaction; see `_begin_sqlite`."""
 
@@ -111,6 +116,12 @@ class SQLiteBackend:
         days = sa.func.julianday(end) - sa.func.julianday(start)
         return sa.cast(sa.func.round(days * 86_400_000), sa.Integer) // 60_000
 
+    async def check_writes(self, engine: AsyncEngine) -> None:
+        """Raise unless a write commits now: a read-only file or a full disk leaves reads
+        working, so a ping cannot tell. The write rewrites the one row Alembic keeps, with
+        its own value: a page written and committed, and nothing changed."""
+        await self.transact(engine, _rewrite_schema_version)
+
     def notify(self, conn: sa.Connection) -> None:
         """No cross-process signal: other processes poll."""
 
@@ -135,6 +146,10 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
 
 
+def _rewrite_schema_version(conn: sa.Connection) -> None:
+    conn.execute(sa.text("UPDATE alembic_version SET version_num = version_num"))
+
+
 def _begin_sqlite(conn: sa.Connection) -> None:
     immediate = conn.get_execution_options().get("ingest_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
@@ -151,7 +166,14 @@ class PostgresBackend:
         # more for LISTEN: claims and records are batched, so a worker needs few, and a stock
         # PostgreSQL (max_connections=100) takes many processes. No pre-ping: a connection
         # that died is invalidated on its first error, and the loop's retry uses a new one.
-        return create_async_engine(self.url, pool_size=pool_size, max_overflow=0)
+        # A connect gives up after CONNECT_TIMEOUT_SECONDS (asyncpg's own is 60): a server
+        # that drops packets makes a request answer 503 in seconds, not hang for a minute.
+        return create_async_engine(
+            self.url,
+            pool_size=pool_size,
+            max_overflow=0,
+            connect_args={"timeout": CONNECT_TIMEOUT_SECONDS},
+        )
 
     async def transact(self, engine: AsyncEngine, work: Callable[[sa.Connection], T]) -> T:
         """Run `work` in one write transaction (through the async driver: PostgreSQL's
@@ -161,6 +183,13 @@ class PostgresBackend:
 
     async def dispose(self) -> None:
         pass
+
+    async def check_writes(self, engine: AsyncEngine) -> None:
+        """Nothing beyond the ping. A PostgreSQL server that cannot write is seen by its
+        clients as one that does not answer: with its WAL disk full it shuts down, and a
+        failover or restart refuses connections. A write per probe from every replica would
+        only add WAL and dead rows to a shared server; writes that fail all the same answer
+        503 where they happen."""
 
     def insert_missing(self, table: sa.Table) -> sa.Insert:
         """INSERT that skips rows whose key exists."""
@@ -180,24 +209,119 @@ class PostgresBackend:
     async def listen(self, on_notify: Callable[[], None]) -> AsyncIterator[None]:
         """Call `on_notify` whenever any process submits a job, while the block runs.
 
-        A dropped listener connection is not fatal: the worker still polls.
+        The LISTEN connection is kept open: one that drops (the server restarted, the
+        backend was terminated, the network went away) is reopened after a wait growing
+        from 0.5 s to 5 s, logged once when lost and once when back. Meanwhile the worker
+        still polls; once back, `on_notify` is called, as a submit may have come between.
         """
-        dsn = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        try:
-            connection = await asyncpg.connect(dsn)
-            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: on_notify())
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("LISTEN %s unavailable (%s); relying on polling", NOTIFY_CHANNEL, exc)
-            yield
-            return
+        keeping = asyncio.create_task(self._keep_listening(on_notify), name="listen")
         try:
             yield
         finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(connection.close(), timeout=5)
+            keeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeping
+
+    async def _keep_listening(self, on_notify: Callable[[], None]) -> None:
+        dsn = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        failures = 0
+        while True:
+            try:
+                connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+            except LISTEN_ERRORS as exc:
+                if failures == 0:
+                    log.warning("LISTEN %s unavailable (%s); reconnecting", NOTIFY_CHANNEL, exc)
+                failures += 1
+                await asyncio.sleep(listen_wait(failures))
+                continue
+            try:
+                lost = await self._listen_on(connection, on_notify, back=failures > 0)
+            finally:
+                connection.terminate()
+            failures = 1
+            log.warning("LISTEN connection lost: %s; reconnecting", lost)
+            await asyncio.sleep(listen_wait(failures))
+
+    async def _listen_on(
+        self, connection: asyncpg.Connection, on_notify: Callable[[], None], back: bool
+    ) -> str:
+        """LISTEN on `connection` until it is lost; why it was."""
+        closed = asyncio.Event()
+        connection.add_termination_listener(lambda _: closed.set())
+        try:
+            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: on_notify())
+            if back:
+                log.info("LISTEN connection back")
+                on_notify()
+            while not closed.is_set():
+                try:
+                    await asyncio.wait_for(closed.wait(), LISTEN_PING_SECONDS)
+                except TimeoutError:
+                    # A connection that died without a word (a network partition) shows
+                    # only when used.
+                    await connection.execute("SELECT 1", timeout=CONNECT_TIMEOUT_SECONDS)
+        except LISTEN_ERRORS as exc:
+            return str(exc) or type(exc).__name__
+        return "the server closed the connection"
+
+
+LISTEN_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+LISTEN_PING_SECONDS = 30.0
+"""How often an idle LISTEN connection is checked."""
+
+
+def listen_wait(failures: int) -> float:
+    """Seconds before reopening LISTEN after `failures` failures in a row: 0.5, 1, 2, 4, 5."""
+    return min(0.5 * 2.0 ** min(failures - 1, 10), 5.0)
 
 
 Backend = SQLiteBackend | PostgresBackend
+
+SQLITE_UNAVAILABLE = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+    }
+)
+"""SQLite's primary result codes of a database that cannot serve now. Not SQLITE_ERROR: the
+sqlite3 driver raises a bad statement ("no such table", a syntax error) as an
+OperationalError too, and that is a bug to see, not an outage to wait out."""
+
+POSTGRES_UNAVAILABLE = ("08", "53", "57", "58", "25006")
+"""SQLSTATE classes (and one code) of a server that cannot serve now: connection exception,
+insufficient resources (disk full, out of memory, too many connections), operator
+intervention (shutting down, starting up, a statement cancelled by its timeout), system
+error (I/O), and a read-only transaction (a standby, default_transaction_read_only)."""
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says the database cannot serve now (unreachable, restarting, full,
+    read-only, out of connections): worth answering "try again later". False for an error
+    of the statement itself (bad SQL, a constraint), which is a bug, not an outage."""
+    if isinstance(exc, sa.exc.TimeoutError):  # no pooled connection came free in time
+        return True
+    if isinstance(exc, sa.exc.DBAPIError) and (
+        exc.connection_invalidated or isinstance(exc, sa.exc.InterfaceError)
+    ):
+        return True
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError | asyncpg.InterfaceError):  # refused, reset, timed out
+            return True
+        if isinstance(cause, sqlite3.Error):
+            return (getattr(cause, "sqlite_errorcode", 0) & 0xFF) in SQLITE_UNAVAILABLE
+        if isinstance(cause, asyncpg.PostgresError):
+            return str(getattr(cause, "sqlstate", "")).startswith(POSTGRES_UNAVAILABLE)
+        # SQLAlchemy wraps the driver's error in `orig`, its asyncpg adapter in a cause.
+        cause = getattr(cause, "orig", None) or cause.__cause__
+    return False
 
 
 def lock_rows(select: sa.Select[Any]) -> sa.Select[Any]:
