@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from app import observability as events
 from app import policy
-from app.loop import error_wait
+from app.loop import error_line, error_wait
 from app.model import Complete, DomainPause, DomainSignal, Lease, Outcome
 from app.settings import Settings
 from app.store.queue import Queue
@@ -120,14 +120,14 @@ class Completer:
                         "leases run out",
                         counted(len(batch), "finished job"),
                         counted(failed, "failed write"),
-                        _one_line(exc),
+                        error_line(exc),
                     )
                     return
                 wait = error_wait(failed)
                 log.warning(
                     "recording %s failed (%s); trying again in %gs",
                     counted(len(batch), "finished job"),
-                    _one_line(exc),
+                    error_line(exc),
                     wait,
                     exc_info=failed == 1,
                 )
@@ -149,7 +149,7 @@ class Completer:
         try:
             await self._pause_domains(recorded, now)
         except Exception as exc:  # the outcomes are in; a pause is advice
-            log.warning("could not pause domains: %s", _one_line(exc))
+            log.warning("could not pause domains: %s", error_line(exc))
         return recorded
 
     async def _pause_domains(self, recorded: Recorded, now: datetime) -> None:
@@ -181,8 +181,3 @@ def _streak(recorded: Recorded, domain: str) -> int:
     """The failing domain's consecutive failures: at least the one failure at hand, though
     an answer later in the same batch ended the streak."""
     return max(recorded.failures.get(domain, 0), 1)
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__

@@ -92,7 +92,7 @@ class Loop:
             except Exception as exc:
                 failed += 1
                 wait = error_wait(failed)
-                error = f"{type(exc).__name__}: {_first_line(exc)}"
+                error = error_line(exc)
                 self.log.error(
                     "%s: %s; trying again in %gs",
                     self.name,
@@ -112,6 +112,9 @@ class Loop:
                 await self.wakeup.wait(wait)
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else ""
+def error_line(exc: BaseException) -> str:
+    """An error in one log line: its type and the first line of its message (a database
+    error's driver message, without SQLAlchemy's statement and parameters)."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0][:300]}" if lines else type(cause).__name__

@@ -36,7 +36,7 @@ from app import __version__, policy
 from app import observability as events
 from app.completer import Completer
 from app.fetch.fetcher import Fetcher
-from app.loop import Loop, Wakeup
+from app.loop import Loop, Wakeup, error_line
 from app.model import Lease, WorkerPresence
 from app.settings import Settings
 from app.store.queue import Queue
@@ -227,7 +227,9 @@ class Worker:
                 until = self.clock() + timedelta(seconds=self.settings.lease_seconds)
                 kept = await self.queue.extend_leases(held, until)
             except Exception as exc:
-                log.warning("worker %s: heartbeat failed (%s); leases may expire", self.id, exc)
+                log.warning(
+                    "worker %s: heartbeat failed (%s); leases may expire", self.id, error_line(exc)
+                )
                 continue
             self._drop_lost([lease for lease in held if lease not in kept])
 
@@ -256,7 +258,9 @@ class Worker:
                 await self.queue.report(presence, self.clock())
         except Exception as exc:
             log.warning(
-                "worker %s: could not write its row in the workers table (%s)", self.id, exc
+                "worker %s: could not write its row in the workers table (%s)",
+                self.id,
+                error_line(exc),
             )
 
     def _drop_lost(self, lost: list[Lease]) -> None:

@@ -2,8 +2,10 @@
 one log line per request, and recovers by itself; readiness fails when SQLite cannot write.
 A bug (a statement on a table that is not there) is still a 500."""
 
+import asyncio
 import logging
 import sqlite3
+import time
 
 import httpx
 import sqlalchemy as sa
@@ -13,8 +15,10 @@ from app.api.problems import PROBLEM_JSON, RETRY_AFTER_SECONDS
 from app.store.dialect import backend_for
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.outages import outage
+from tests.webserver import Reply
 
 URL = "https://example.com/page"
+OUTAGE_SECONDS = 5.0
 
 
 def assert_unavailable(response: httpx.Response) -> None:
@@ -122,3 +126,34 @@ async def test_a_worker_that_cannot_record_claims_nothing_until_it_can(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_an_outage_of_seconds_logs_a_bounded_number_of_lines(
+    make_settings, database_url, tmp_path, web, caplog
+):
+    """Five seconds without the database, a job in flight, the API asked twice a second: the
+    API logs one line per request, the worker (loop, completer, heartbeat) one per retry,
+    tracebacks once per distinct error; the job is recorded once the database is back."""
+    web.script("/slow", Reply(delay=1.0))
+    async with outage(database_url, tmp_path) as (url, switch):
+        async with running_app(make_settings(database_url=url)) as (_, client):
+            job = (await client.post("/jobs", json={"url": web.url("/slow")})).json()
+            await wait_for_status(client, job["id"], "running")
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="ingest"):
+                await switch.begin()
+                requests = 0
+                ends = time.monotonic() + OUTAGE_SECONDS
+                while time.monotonic() < ends:
+                    assert_unavailable(await client.post("/jobs", json={"url": URL}))
+                    requests += 1
+                    await asyncio.sleep(0.5)  # the outage's length: what is measured
+                await switch.end()
+                await wait_for_status(client, job["id"], "succeeded", timeout=20)
+            lines = [r for r in caplog.records if r.name.startswith("ingest")]
+            api = [r for r in lines if r.name == "ingest.api"]
+            worker = [r for r in lines if r.name != "ingest.api"]
+            shown = "\n".join(f"{r.name} {r.getMessage()}" for r in lines)
+            assert len(api) == requests, shown
+            assert len(worker) <= 30, shown
+            assert len([r for r in lines if r.exc_info]) <= 6, shown
