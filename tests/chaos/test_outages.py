@@ -354,6 +354,7 @@ async def test_the_server_stopped_and_started_under_load(cluster, pg_url, web, t
     # one per API request (3 here); a traceback once per distinct error.
     assert all(within(logs, (20, 3)) for logs in outage_logs.values()), outage_logs
     assert recovery < 15
+    assert fetched_while_down <= 2 * HELD_PER_PROCESS, "claimed while the server was down?"
     assert {web.url(path) for path in paths} == set(jobs)
     assert {"succeeded"} == {status for status, _ in jobs.values()}
     assert duplicates(web, paths) <= 2 * HELD_PER_PROCESS
