@@ -4,8 +4,8 @@ The job worker and the webhook sender are each a `tick()` (one pass: claim what 
 start it) run by a `Loop`. A tick answers how long the loop may wait before the next one;
 a wake-up (new work, a freed slot) cuts the wait short. A tick that raises (the database is
 away) is retried after a wait that grows with the failed ticks in a row, capped at
-`MAX_ERROR_WAIT`; each retry is one log line, and a traceback is logged once per distinct
-error until a tick succeeds again.
+`MAX_ERROR_WAIT`, which no wake-up cuts short; each retry is one log line, and a traceback
+is logged once per distinct error until a tick succeeds again.
 
 A running loop says so in its process's metrics: `ingest_worker_up` is 1 from its start to
 its end, and `ingest_worker_last_tick_timestamp_seconds` moves with each tick that did not
@@ -13,6 +13,7 @@ fail (`app.observability`).
 """
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -101,15 +102,25 @@ class Loop:
                     exc_info=error not in traced,
                 )
                 traced.add(error)
-            else:
-                events.loop_ticked(self.role)
-                if failed:
-                    self.log.info(
-                        "%s: recovered after %s", self.name, counted(failed, "failed attempt")
-                    )
-                failed, traced = 0, set()
+                await self._wait_out_error(wait)
+                continue
+            events.loop_ticked(self.role)
+            if failed:
+                self.log.info(
+                    "%s: recovered after %s", self.name, counted(failed, "failed attempt")
+                )
+            failed, traced = 0, set()
             if wait > 0 and not self.stopping.is_set():
                 await self.wakeup.wait(wait)
+
+    async def _wait_out_error(self, wait: float) -> None:
+        """After a failed tick: `wait` seconds, or until stopped. A wake-up (a slot freed, a
+        submit, a NOTIFY) does not cut it short: the database failed, work did not run out,
+        and each early tick would be one more failing query and log line (a busy worker
+        frees slots many times a second). A wake-up that comes meanwhile is kept."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                await self.stopping.wait()
 
 
 def error_line(exc: BaseException) -> str:

@@ -42,7 +42,7 @@ async def test_failed_ticks_are_logged_once_with_a_trace_and_retried(caplog, mon
     async def no_wait(self, timeout: float) -> None:
         waits.append(timeout)
 
-    monkeypatch.setattr("app.loop.Wakeup.wait", no_wait)
+    monkeypatch.setattr("app.loop.Loop._wait_out_error", no_wait)
     ticks = Ticks(failures=3)
     loop = Loop("worker w", ticks, logging.getLogger("ingest.worker"))
     ticks.loop = loop
@@ -67,7 +67,7 @@ async def test_one_failed_tick_reads_in_the_singular(caplog, monkeypatch):
     async def no_wait(self, timeout: float) -> None:
         pass
 
-    monkeypatch.setattr("app.loop.Wakeup.wait", no_wait)
+    monkeypatch.setattr("app.loop.Loop._wait_out_error", no_wait)
     ticks = Ticks(failures=1)
     loop = Loop("worker w", ticks, logging.getLogger("ingest.worker"))
     ticks.loop = loop
@@ -94,3 +94,25 @@ async def test_a_wakeup_cuts_the_wait_short():
     loop.notify()
     await asyncio.wait_for(running, 5)
     assert 2 == len(calls)
+
+
+async def test_a_wakeup_does_not_cut_an_error_wait_short():
+    """After a failed tick the loop waits its error wait out however often it is woken (a
+    busy worker frees slots many times a second while the database is away); a stop ends
+    the wait at once."""
+    started = asyncio.get_running_loop().time()
+    ticked_at: list[float] = []
+
+    async def tick() -> float:
+        ticked_at.append(asyncio.get_running_loop().time() - started)
+        raise ConnectionRefusedError("database unreachable")
+
+    loop = Loop("worker w", tick, logging.getLogger("ingest.worker"))
+    running = asyncio.create_task(loop.run())
+    while asyncio.get_running_loop().time() - started < 0.7:
+        loop.notify()
+        await asyncio.sleep(0.01)
+    loop.stop()
+    await asyncio.wait_for(running, 1)
+    assert 2 == len(ticked_at), ticked_at  # at once, then after 0.5 s; the next is 1 s on
+    assert ticked_at[1] >= 0.5
