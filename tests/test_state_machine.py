@@ -343,7 +343,7 @@ class QueueMachine(RuleBasedStateMachine):
         """After every step, each superseded lease (and the latest stale one) tries a late
         write, of each kind in turn: an invariant rather than a rule, since Hypothesis
         enables only some rules in each example and this case needs several steps first."""
-        for i, lease in enumerate({*self._superseded(), *self.stale[-1:]}):
+        for i, lease in enumerate(dict.fromkeys([*self._superseded(), *self.stale[-1:]])):
             self._write_late(lease, OUTCOME_KINDS[(len(self.stale) + i) % len(OUTCOME_KINDS)])
 
     def _ended_pending(self) -> list[Lease]:
