@@ -6,7 +6,7 @@ UV := .uv/bin/uv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: install run test lint openapi bench bench-full
+.PHONY: install run test lint openapi bench bench-full bench-load
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -44,3 +44,10 @@ bench: install
 
 bench-full: install
 	.venv/bin/python -m bench.drain $(BENCH_FULL_ARGS)
+
+# 100,000 jobs through POST /jobs/batch while a worker drains them (`make bench-load
+# LOAD_ARGS="--backend postgresql"` for the other backend).
+LOAD_ARGS ?= --backend sqlite --jobs 100000 --batch 1000 --workers 1
+
+bench-load: install
+	.venv/bin/python -m bench.load $(LOAD_ARGS)

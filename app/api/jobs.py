@@ -109,7 +109,8 @@ def _statuses(raw: str | None) -> list[JobStatus]:
     status_code=status.HTTP_201_CREATED,
     responses={
         200: {"model": JobOut, "description": "Same Idempotency-Key again: the first job"},
-        **responses(403, 409, 413),
+        # 400: a body that cannot be read as text (not UTF-8); FastAPI answers it itself.
+        **responses(400, 403, 409, 413),
     },
 )
 async def submit_job(
@@ -139,7 +140,7 @@ async def submit_job(
     "/batch",
     name="submit_batch",
     status_code=status.HTTP_201_CREATED,
-    responses=responses(403, 413),
+    responses=responses(400, 403, 413),
 )
 async def submit_batch(
     body: BatchIn, jobs: JobsDep, settings: SettingsDep, caller: CallerDep

@@ -19,7 +19,7 @@ log = logging.getLogger("ingest.api")
 READY_TIMEOUT_SECONDS = 2.0
 
 
-@router.get("/stats", name="get_stats", responses=unavailable())
+@router.get("/stats", name="get_stats", responses={**responses(401), **unavailable()})
 async def get_stats(jobs: JobsDep, caller: CallerDep) -> StatsOut:
     """Jobs per status; of the pending, how long the oldest due one has been due and how
     many are not due yet (of the caller's tenant)."""
