@@ -119,7 +119,7 @@ async def load(database_url: str, args: Any) -> dict[str, Any]:
     workers: Workers | None = None
     try:
         urls = [target.url(i) for i in range(args.jobs)]
-        async with serving(database_url, args) as serve:
+        async with serving(database_url, args, worker=False) as serve:
             workers = Workers(database_url, args.workers, args)
             pids = {"api": serve.process.pid}
             pids |= {f"worker {i}": pid for i, pid in enumerate(workers.pids)}
@@ -233,18 +233,12 @@ def parser() -> argparse.ArgumentParser:
     add("--poll-ms", type=float, default=50.0, help="INGEST_POLL_INTERVAL_SECONDS, in ms")
     add("--delay-ms", type=float, default=0.0, help="the target's answer delay")
     add("--timeout", type=float, default=1800.0, help="for the queue to empty, seconds")
+    add("--set", action="append", default=[], metavar="INGEST_X=V", help="another setting")
     return described
 
 
-def settings_of(args: argparse.Namespace) -> argparse.Namespace:
-    """The ingest processes' settings beyond `bench.workers.ingest_env`'s: the API process
-    runs no worker of its own (the workers are the `ingest worker` processes)."""
-    args.set = ["INGEST_WORKER_ENABLED=false"]
-    return args
-
-
 def main() -> None:
-    args = settings_of(parser().parse_args())
+    args = parser().parse_args()
     env = asyncio.run(environment())
     print(", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
     began = time.monotonic()
