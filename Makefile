@@ -21,8 +21,12 @@ install: .venv/.synced
 run: install
 	.venv/bin/ingest serve
 
+# Two test runners (pytest-xdist): most tests wait on processes and sockets, not the CPU.
+# `make test TEST_RUNNERS=0` runs them all in this one process.
+TEST_RUNNERS ?= 2
+
 test: install
-	.venv/bin/pytest $(PYTEST_ARGS)
+	.venv/bin/pytest -n $(TEST_RUNNERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: install
 	.venv/bin/ruff check app tests bench

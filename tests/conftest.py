@@ -35,6 +35,15 @@ def _pg_admin_dsn(url: str) -> str:
     return url.replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` spreads the tests over two pytest-xdist runners (`--dist loadgroup`); the
+    ones that start many service processes (tests/chaos, the load test) all go to one, in
+    turn, so two of them never crowd the two cores at once."""
+    for item in items:
+        if "chaos" in item.path.parts or item.path.name == "test_load.py":
+            item.add_marker(pytest.mark.xdist_group("processes"))
+
+
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str | None]:
     """A database of this run's own on the PostgreSQL server, migrated; None if unreachable."""

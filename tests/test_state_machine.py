@@ -28,12 +28,15 @@ fresh database: a new copy of the migrated SQLite file, or truncated PostgreSQL 
 import asyncio
 import functools
 import shutil
-from collections.abc import Callable, Coroutine
+import types
+import uuid
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from itertools import count
 from pathlib import Path
 from typing import Any, TypeVar, cast
+from unittest import mock
 
 import pytest
 import sqlalchemy as sa
@@ -48,6 +51,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+import app.store.jobs
 from app import policy
 from app.model import (
     FINISHED,
@@ -143,6 +147,12 @@ class QueueMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.runner = asyncio.Runner()
+        # Job ids in submission order: the claim breaks ties by id, and a replay (Hypothesis
+        # shrinking) must take the same jobs as the run it replays, so ids cannot be random.
+        numbers = count(1)
+        ids = types.SimpleNamespace(uuid4=lambda: uuid.UUID(int=next(numbers)))
+        self.numbered_ids = mock.patch.object(app.store.jobs, "uuid", ids)
+        self.numbered_ids.start()
         self.broken = False
         self.now = START
         self.db = Database(self.run(self._fresh_url()))
@@ -156,6 +166,9 @@ class QueueMachine(RuleBasedStateMachine):
         self.paused: dict[str, datetime] = {}
         self.known_domains: set[str] = set()
         """Domains with a row: a job named them once."""
+        self.submitted: dict[str, int] = {}
+        """Job id -> its place in submission order. Steps pick jobs in this order, never by
+        id: ids are random, and a replay (Hypothesis shrinking) must pick the same jobs."""
 
     async def _fresh_url(self) -> str:
         url = type(self).new_database_url()
@@ -174,11 +187,15 @@ class QueueMachine(RuleBasedStateMachine):
         finally:
             self.runner.run(self.db.dispose())
             self.runner.close()
+            self.numbered_ids.stop()
 
     # ---- the model's reads -------------------------------------------------------------
 
+    def _in_order(self, ids: Iterable[str]) -> list[str]:
+        return sorted(ids, key=self.submitted.__getitem__)
+
     def _pick(self, index: int) -> str:
-        ids = sorted(self.model)
+        ids = self._in_order(self.model)
         return ids[index % len(ids)]
 
     def _claimable(self) -> list[str]:
@@ -237,6 +254,7 @@ class QueueMachine(RuleBasedStateMachine):
         submitted = self.run(self.jobs.submit([new] * count))
         self.known_domains.add(domain)
         for job in submitted:
+            self.submitted[job.id] = len(self.submitted)
             retry_after = due if due is not None and due > self.now else None
             self.model[job.id] = Expected(JobStatus.PENDING, 0, max_attempts, domain, retry_after)
 
@@ -265,7 +283,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(index=st.integers(0, 50), kind=st.sampled_from(OUTCOME_KINDS))
     @step
     def record(self, index: int, kind: str) -> None:
-        job_id = sorted(self.held)[index % len(self.held)]
+        job_id = self._in_order(self.held)[index % len(self.held)]
         lease, _ = self.held.pop(job_id)
         outcome = outcome_of(kind, lease, self.now)
         recorded = self.run(self.queue.record([outcome], self.now))
@@ -320,7 +338,8 @@ class QueueMachine(RuleBasedStateMachine):
         outcomes, recorded = self.run(take_back())
         assert expected == {o.lease.id for o in outcomes}
         assert outcomes == recorded
-        for outcome in recorded:
+        # In submission order, not the database's: `stale` keeps this order for later picks.
+        for outcome in sorted(recorded, key=lambda o: self.submitted[o.lease.id]):
             held, _ = self.held.pop(outcome.lease.id)
             assert (held.lease_id, held.attempt) == (outcome.lease.lease_id, outcome.lease.attempt)
             self._ended(outcome)
@@ -362,7 +381,7 @@ class QueueMachine(RuleBasedStateMachine):
         dead job). Without this step, that is rare in a few dozen examples."""
         ended = self._ended_pending()
         lease = ended[index % len(ended)]
-        self.retry(sorted(self.model).index(lease.id))
+        self.retry(self._in_order(self.model).index(lease.id))
         self.claim(5, lease.worker_id)
 
     def _write_late(self, lease: Lease, kind: str) -> None:
@@ -536,7 +555,7 @@ class QueueMachine(RuleBasedStateMachine):
     async def _finish_everything(self) -> None:
         """Complete every live lease, then claim and complete until nothing is left: with
         finitely many failures, every job must end finished."""
-        for job_id in sorted(self.held):
+        for job_id in self._in_order(self.held):
             lease, _ = self.held.pop(job_id)
             outcome = outcome_of("complete", lease, self.now)
             assert [outcome] == (await self.queue.record([outcome], self.now)).outcomes
