@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from app.cli.run import _listen
 from tests.conftest import running_app
 
 
@@ -50,3 +51,25 @@ def test_a_taken_port_stops_serve_before_its_worker_claims(
     assert [
         f"error: cannot listen on 127.0.0.1:{port}: Address already in use (choose another --port)"
     ] == done.stderr.splitlines()
+
+
+async def test_connections_serve_accepts_send_without_delay():
+    """The socket `ingest serve` listens on hands uvicorn connections with TCP_NODELAY: with
+    Nagle's algorithm on, each response after the first on a keep-alive connection waited
+    for the client's delayed ACK (about 40 ms a request)."""
+    listener = _listen("127.0.0.1", 0)
+    accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def on_connection(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = writer.get_extra_info("socket")
+        accepted.set_result(connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    server = await asyncio.start_server(on_connection, sock=listener)
+    try:
+        _, writer = await asyncio.open_connection(*listener.getsockname())
+        assert await asyncio.wait_for(accepted, 10) != 0
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
