@@ -16,7 +16,14 @@ from alembic import command
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
-from app.store.database import MIGRATIONS, Database, alembic_config, upgrade_to_head
+from app.cli.schema import Migrations
+from app.store.database import (
+    HEAD_REVISION,
+    MIGRATIONS,
+    Database,
+    alembic_config,
+    upgrade_to_head,
+)
 from tests.conftest import PG_URL, REQUIRE_PG
 from tests.test_cli import one_line_error
 
@@ -180,3 +187,27 @@ def test_a_worker_process_refuses_a_new_sqlite_path(tmp_path: Path):
         done.stderr.splitlines()
     )
     assert not path.exists()
+
+
+def test_the_head_revision_constant_is_the_newest_migration():
+    """HEAD_REVISION (what a worker's start compares with, without Alembic) names the head
+    of the migrations shipped: a new migration must move it."""
+    scripts = Migrations.load("sqlite://").scripts
+    assert HEAD_REVISION == scripts.get_current_head()
+    assert HEAD.startswith(HEAD_REVISION)
+
+
+def test_a_worker_at_the_head_starts_without_alembic(tmp_path):
+    """The worker's schema check on a migrated database loads neither Alembic nor the
+    migrations (half a second of a worker's start)."""
+    url = f"sqlite:///{tmp_path / 'ingest.db'}"
+    upgrade_to_head(url)
+    code = (
+        "import sys\nfrom app.cli.runner import require_schema\nimport app.runtime\n"
+        f"require_schema({url!r})\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.splitlines()[-1].split())
+    assert "sqlalchemy" in loaded
+    assert "alembic" not in loaded

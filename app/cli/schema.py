@@ -8,19 +8,24 @@ holds a revision this code does not know (a newer version migrated it: not guess
 check only reads: it never creates a SQLite file. `ingest serve` migrates instead, and only
 refuses the unknown revision.
 
-Compared are Alembic's revision in the database (`alembic_version`) and the head of the
-migrations shipped with the code.
+Compared are Alembic's revision in the database (`alembic_version`, read with plain SQL)
+and the head of the migrations shipped with the code. A database at the head
+(`HEAD_REVISION`) is accepted without loading Alembic or the migrations, so a worker starts
+half a second sooner; anything else is looked at through Alembic, for the message.
 """
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from app.store.database import Database, alembic_config, upgrade_to_head
+from app.store.database import HEAD_REVISION, Database, alembic_config, upgrade_to_head
+
+if TYPE_CHECKING:  # imported where used: a database at the head needs no Alembic (~0.5 s)
+    from alembic.script import ScriptDirectory
 
 UPGRADE = "ingest db upgrade"
 
@@ -67,10 +72,12 @@ def refuse_missing_file(database_url: str) -> None:
 class Migrations:
     """The migrations shipped with this code."""
 
-    scripts: ScriptDirectory
+    scripts: "ScriptDirectory"
 
     @classmethod
     def load(cls, database_url: str) -> "Migrations":
+        from alembic.script import ScriptDirectory
+
         return cls(ScriptDirectory.from_config(alembic_config(database_url)))
 
     @property
@@ -93,11 +100,17 @@ class Migrations:
 
 
 async def current_revisions(database: Database) -> tuple[str, ...]:
-    """The revisions the database is at; () for a database without Alembic's table."""
+    """The revisions the database is at; () for a database without Alembic's table. Read
+    as Alembic keeps them (one row per head), with plain SQL."""
+
+    def read(conn: sa.Connection) -> tuple[str, ...]:
+        if not sa.inspect(conn).has_table("alembic_version"):
+            return ()
+        rows = conn.execute(sa.text("SELECT version_num FROM alembic_version"))
+        return tuple(sorted(row.version_num for row in rows))
+
     async with database.read() as conn:
-        return await conn.run_sync(
-            lambda sync: MigrationContext.configure(sync).get_current_heads()
-        )
+        return await conn.run_sync(read)
 
 
 def refuse_unknown(database_url: str, current: tuple[str, ...], migrations: Migrations) -> None:
@@ -112,8 +125,10 @@ def refuse_unknown(database_url: str, current: tuple[str, ...], migrations: Migr
 
 async def require_schema(database: Database) -> None:
     """SchemaRefused unless the database is exactly at the head of the shipped migrations."""
-    migrations = Migrations.load(database.url)
     current = await current_revisions(database)
+    if current == (HEAD_REVISION,):
+        return
+    migrations = Migrations.load(database.url)
     refuse_unknown(database.url, current, migrations)
     where = describe(database.url)
     if not current:

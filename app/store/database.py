@@ -9,19 +9,23 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.store.dialect import Backend, backend_for
+
+if TYPE_CHECKING:  # Alembic is imported where it migrates: a worker never does (~0.5 s).
+    from alembic.config import Config
 
 T = TypeVar("T")
 DEFAULT_POOL_SIZE = 5
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+HEAD_REVISION = "0007"
+"""The newest migration shipped (tests/test_schema_check.py holds it to the migrations): a
+database at it needs no look at the migrations, so a worker starts without Alembic."""
 
 
 class Database:
@@ -59,7 +63,9 @@ class Database:
         await self.engine.dispose()
 
 
-def alembic_config(database_url: str) -> Config:
+def alembic_config(database_url: str) -> "Config":
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["database_url"] = database_url
@@ -67,4 +73,6 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade_to_head(database_url: str) -> None:
+    from alembic import command
+
     command.upgrade(alembic_config(database_url), "head")
