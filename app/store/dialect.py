@@ -214,18 +214,23 @@ class PostgresBackend:
         from 0.5 s to 5 s, logged once when lost and once when back. Meanwhile the worker
         still polls; once back, `on_notify` is called, as a submit may have come between.
         """
-        keeping = asyncio.create_task(self._keep_listening(on_notify), name="listen")
+        stopping = asyncio.Event()
+        keeping = asyncio.create_task(self._keep_listening(on_notify, stopping), name="listen")
         try:
             yield
         finally:
+            # The flag, not only the cancel: asyncpg may turn a cancel that lands inside a
+            # query into an error of its own (InternalClientError), which the loop below
+            # takes for a lost connection; the flag still ends it.
+            stopping.set()
             keeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeping
 
-    async def _keep_listening(self, on_notify: Callable[[], None]) -> None:
+    async def _keep_listening(self, on_notify: Callable[[], None], stopping: asyncio.Event) -> None:
         dsn = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
         failures = 0
-        while True:
+        while not stopping.is_set():
             try:
                 connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
             except LISTEN_ERRORS as exc:
@@ -238,6 +243,8 @@ class PostgresBackend:
                 lost = await self._listen_on(connection, on_notify, back=failures > 0)
             finally:
                 connection.terminate()
+            if stopping.is_set():
+                return
             failures = 1
             log.warning("LISTEN connection lost: %s; reconnecting", lost)
             await asyncio.sleep(listen_wait(failures))
@@ -260,7 +267,7 @@ class PostgresBackend:
                     # A connection that died without a word (a network partition) shows
                     # only when used.
                     await connection.execute("SELECT 1", timeout=CONNECT_TIMEOUT_SECONDS)
-        except LISTEN_ERRORS as exc:
+        except Exception as exc:  # whatever broke the LISTEN connection, it is reopened
             return str(exc) or type(exc).__name__
         return "the server closed the connection"
 

@@ -271,7 +271,7 @@ async def test_a_storm_of_killed_connections_loses_nothing(pg_url, web, tmp_path
     assert all(web.count(path) >= 1 for path in paths)
     assert duplicates(web, paths) <= 2 * HELD_PER_PROCESS
     assert pickup < 5, "LISTEN was not reconnected: the job waited for a poll"
-    assert [0, 0, 0] == exits
+    assert [0, 0, 0] == exits, [process.text()[-3000:] for process in (*processes, api)]
 
 
 async def listeners(database_url: str) -> int:
