@@ -140,6 +140,17 @@ def step(function: Step) -> Step:
     return cast(Step, marked)
 
 
+NEW_JOBS: dict[str, st.SearchStrategy[Any]] = {
+    "count": st.integers(1, 4),
+    "domain": st.sampled_from(DOMAINS),
+    "tenant": st.sampled_from(TENANTS),
+    "max_attempts": st.integers(1, 3),
+    "priority": st.integers(-1, 1),
+    "not_before": st.sampled_from([None, -5, 10, 45]),
+}
+"""A submit's arguments: the first jobs of an example, and every later submit."""
+
+
 class QueueMachine(RuleBasedStateMachine):
     new_database_url: Callable[[], str]
     """Set per backend: a fresh, migrated, empty database for one example."""
@@ -218,27 +229,13 @@ class QueueMachine(RuleBasedStateMachine):
 
     # ---- the worker's steps ------------------------------------------------------------
 
-    @initialize(
-        count=st.integers(1, 4),
-        domain=st.sampled_from(DOMAINS),
-        tenant=st.sampled_from(TENANTS),
-        max_attempts=st.integers(1, 3),
-        priority=st.integers(-1, 1),
-        not_before=st.sampled_from([None, -5, 10, 45]),
-    )
+    @initialize(**NEW_JOBS)
     @step
     def first_jobs(self, **job: Any) -> None:
         """Every example starts with work: without it most steps would find nothing to do."""
         self.submit(**job)
 
-    @rule(
-        count=st.integers(1, 4),
-        domain=st.sampled_from(DOMAINS),
-        tenant=st.sampled_from(TENANTS),
-        max_attempts=st.integers(1, 3),
-        priority=st.integers(-1, 1),
-        not_before=st.sampled_from([None, -5, 10, 45]),
-    )
+    @rule(**NEW_JOBS)
     @step
     def submit(
         self,
