@@ -19,6 +19,9 @@ and the loop moves on. It issues no SQL and decides nothing.
 
 Operators see each worker in the `workers` table (`app.store.workers`): its row is written
 at start and every heartbeat interval (its load), and marked stopped after a clean stop.
+
+Why one module past 300 lines: the worker's one path (claim, fetch, settle, hand to the
+completer) with its heartbeat and hand-back, read top-down in one place.
 """
 
 import asyncio
