@@ -23,12 +23,12 @@ from datetime import datetime, timedelta
 
 from app import observability as events
 from app import policy
-from app.loop import error_line, error_wait
+from app.loop import error_wait
 from app.model import Complete, DomainPause, DomainSignal, Lease, Outcome
 from app.settings import Settings
 from app.store.queue import Queue
 from app.store.record import Recorded
-from app.wording import counted
+from app.wording import counted, error_line
 
 log = logging.getLogger("ingest.worker")
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from app import observability as events
-from app.wording import counted
+from app.wording import counted, error_line
 
 MAX_ERROR_WAIT = 5.0
 """The longest wait after failed ticks: a loop picks up within seconds once the database
@@ -121,11 +121,3 @@ class Loop:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait):
                 await self.stopping.wait()
-
-
-def error_line(exc: BaseException) -> str:
-    """An error in one log line: its type and the first line of its message (a database
-    error's driver message, without SQLAlchemy's statement and parameters)."""
-    cause = getattr(exc, "orig", None) or exc
-    lines = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {lines[0][:300]}" if lines else type(cause).__name__

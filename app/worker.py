@@ -39,11 +39,11 @@ from app import __version__, policy
 from app import observability as events
 from app.completer import Completer
 from app.fetch.fetcher import Fetcher
-from app.loop import Loop, Wakeup, error_line
+from app.loop import Loop, Wakeup
 from app.model import Lease, WorkerPresence
 from app.settings import Settings
 from app.store.queue import Queue
-from app.wording import counted, seconds
+from app.wording import counted, error_line, seconds
 
 log = logging.getLogger("ingest.worker")
 

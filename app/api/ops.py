@@ -9,9 +9,10 @@ from fastapi.responses import JSONResponse
 
 from app.api.auth import AdminDep, CallerDep
 from app.api.deps import DatabaseDep, JobsDep, SettingsDep, WorkersDep
-from app.api.problems import one_line, responses, service_unavailable, unavailable
+from app.api.problems import responses, service_unavailable, unavailable
 from app.api.schemas import Health, WorkerList
 from app.wire import StatsOut, WorkerOut
+from app.wording import error_line
 
 router = APIRouter(tags=["operations"])
 log = logging.getLogger("ingest.api")
@@ -49,6 +50,6 @@ async def readyz(database: DatabaseDep) -> Health | JSONResponse:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
             await database.check_ready()
     except Exception as exc:
-        log.warning("not ready: the database cannot serve: %s", one_line(exc))
+        log.warning("not ready: the database cannot serve: %s", error_line(exc))
         return service_unavailable("the database cannot serve")
     return Health(status="ok")

@@ -23,6 +23,7 @@ from app.api.schemas import Problem
 from app.store.dialect import database_unavailable
 from app.store.jobs import BadCursor, IdempotencyConflict, JobNotFound, StateConflict
 from app.strings import shown
+from app.wording import error_line
 
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_SECONDS = 5
@@ -67,13 +68,6 @@ def service_unavailable(detail: str) -> JSONResponse:
     return response
 
 
-def one_line(exc: BaseException) -> str:
-    """The error's type and the first line of the driver's message."""
-    cause = getattr(exc, "orig", None) or exc
-    lines = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {lines[0][:300]}" if lines else type(cause).__name__
-
-
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -95,7 +89,7 @@ def install(app: FastAPI) -> None:
             "%s %s: database unavailable (%s); answered 503",
             request.method,
             request.url.path,
-            one_line(exc),
+            error_line(exc),
         )
         return service_unavailable("the database is unavailable; try again shortly")
 

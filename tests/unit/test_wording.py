@@ -1,8 +1,11 @@
 """app.wording: counts that read right in the singular, short durations."""
 
-import pytest
+import sqlite3
 
-from app.wording import counted, seconds
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from app.wording import counted, error_line, seconds
 
 
 @pytest.mark.parametrize(
@@ -18,3 +21,12 @@ def test_counted(number, expected):
 def test_seconds(value, expected):
     """A tenth of a second at most, no trailing zeros."""
     assert expected == seconds(value)
+
+
+def test_an_error_is_one_line_with_its_type_and_the_drivers_message():
+    wrapped = OperationalError(
+        "INSERT INTO jobs ...", {}, sqlite3.OperationalError("disk full\nmore")
+    )
+    assert "OperationalError: disk full" == error_line(wrapped)
+    assert "ValueError: first" == error_line(ValueError("first\nsecond"))
+    assert "TimeoutError" == error_line(TimeoutError())
