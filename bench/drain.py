@@ -166,13 +166,7 @@ async def latency(backend: str, target: Target, args: Any) -> dict:
         last = probe.sample(workers.pids)
     finally:
         workers.stop()
-    query = (
-        sa.select(jobs.c.created_at, attempts.c.started_at)
-        .join(attempts, attempts.c.job_id == jobs.c.id)
-        .where(jobs.c.tenant == "bench", attempts.c.number == 1)
-    )
-    async with probe.database.read() as conn:
-        pickups = [(s - c).total_seconds() * 1000 for c, s in await conn.execute(query)]
+    pickups = await probe.pickups()
     await probe.database.dispose()
     return {
         "p50_ms": percentile(pickups, 0.5),

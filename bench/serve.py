@@ -25,7 +25,7 @@ import httpx
 import sqlalchemy as sa
 
 from app.store.database import Database
-from app.store.tables import attempts, jobs
+from app.store.tables import attempts
 from bench.harness import RESULTS, Target, fresh_database, percentile
 from bench.workers import (
     INGEST,
@@ -146,13 +146,7 @@ async def embedded_pickup(backend: str, target: Target, args: Any) -> dict:
             await wait_until_done(probe, serve.check_alive)
         last = probe.sample(watched)
     ours = cpu_between(first, last) + last.server - first.server
-    query = (
-        sa.select(jobs.c.created_at, attempts.c.started_at)
-        .join(attempts, attempts.c.job_id == jobs.c.id)
-        .where(jobs.c.tenant == "bench", attempts.c.number == 1)
-    )
-    async with probe.database.read() as conn:
-        pickups = [(s - c).total_seconds() * 1000 for c, s in await conn.execute(query)]
+    pickups = await probe.pickups()
     await probe.database.dispose()
     return {
         "p50_ms": percentile(pickups, 0.5),

@@ -22,7 +22,7 @@ from app.fetch.urls import job_domain
 from app.model import JobStatus, NewJob
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.tables import jobs, status_is
+from app.store.tables import attempts, jobs, status_is
 from bench.harness import (
     RESULTS,
     TARGET_ENV,
@@ -149,6 +149,17 @@ class Probe:
         async with self.database.read() as conn:
             pending, running, dead, cancelled = (await conn.execute(sa.select(*counts))).one()
         return pending + running, dead + cancelled
+
+    async def pickups(self, tenant: str = "bench") -> list[float]:
+        """Pickup latency of each of `tenant`'s jobs, in ms: its first attempt's start minus
+        its creation."""
+        query = (
+            sa.select(jobs.c.created_at, attempts.c.started_at)
+            .join(attempts, attempts.c.job_id == jobs.c.id)
+            .where(jobs.c.tenant == tenant, attempts.c.number == 1)
+        )
+        async with self.database.read() as conn:
+            return [(s - c).total_seconds() * 1000 for c, s in await conn.execute(query)]
 
     async def find_server(self) -> None:
         """On PostgreSQL, remember the postmaster: the parent of our own backend."""
