@@ -6,12 +6,22 @@ construction (nothing is patched in afterwards). `start()` sets them going: LIST
 other processes' submits, the worker, the sender; `stop()` stops them in reverse and lets
 the in-flight jobs finish or hands them back. The FastAPI lifespan (`app.api.app`) and
 `ingest worker` (`app.cli`) both run a `Runtime`, so both run the same system.
+
+The worker and the sender run on an event loop of their own, in a thread (`Background`),
+with their own connections to the same database (`Database.beside`): 32 fetches at full
+speed keep a loop busy, and an API request sharing it would wait behind their callbacks
+(POST /jobs p99 150-360 ms while draining, BENCHMARKS.md). Calls between the two loops are
+few and named here: a submit wakes the worker, a stop stops it.
 """
 
 import asyncio
 import contextlib
 import logging
+import threading
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
 
 from app import observability
 from app.clock import Clock, utc_now
@@ -32,6 +42,48 @@ from app.worker import Worker
 
 log = logging.getLogger("ingest.runtime")
 
+T = TypeVar("T")
+
+
+class Background:
+    """An event loop running in a thread of its own, for the worker and the sender."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        # A daemon: a process that exits without `close` (a crash) is not held open by it.
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="ingest-worker", daemon=True
+        )
+        self._thread.start()
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` on the background loop and wait for it from the caller's loop; on the
+        caller's loop if the background one never started (nothing else ran there)."""
+        if self._loop is None:
+            return await work
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+
+    def call(self, callback: Callable[[], None]) -> None:
+        """Call `callback` on the background loop soon; from any thread. Before the loop
+        starts, at once (nothing waits on it yet); after it is closed, never."""
+        if self._loop is None:
+            callback()
+            return
+        with contextlib.suppress(RuntimeError):  # closed: nothing is left to wake or stop
+            self._loop.call_soon_threadsafe(callback)
+
+    async def close(self) -> None:
+        """Stop the loop (its work done) and wait for the thread to end."""
+        if self._loop is None or self._thread is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join)
+        self._loop.close()
+
 
 @dataclass
 class Runtime:
@@ -43,6 +95,8 @@ class Runtime:
     deliveries: DeliveryStore
     contents: ContentStore
     workers: WorkerStore
+    background: Background = field(default_factory=Background)
+    worker_database: Database | None = None
     fetcher: Fetcher | None = None
     worker: Worker | None = None
     deliverer: Deliverer | None = None
@@ -61,33 +115,45 @@ class Runtime:
         """The system for `settings`; with `run_worker`, a job worker and a webhook sender.
         `clock` and `resolver` (the SSRF guard's DNS) are there for tests to replace."""
         database = Database(settings.database_url, settings.database_pool_size)
-        # A submit in this process wakes this process's worker at once.
+        background = Background()
+        # A submit in this process wakes this process's worker at once, on the worker's loop.
         wakeup = Wakeup()
-        jobs = JobStore(database, clock, wakeup.set, settings.domain_max_in_flight)
-        deliveries = DeliveryStore(database)
+        on_submit = partial(background.call, wakeup.set)
+        jobs = JobStore(database, clock, on_submit, settings.domain_max_in_flight)
         runtime = cls(
             settings,
             clock,
             database,
             jobs,
             DomainStore(database, clock),
-            deliveries,
+            DeliveryStore(database),
             ContentStore(database),
             WorkerStore(database, clock),
+            background,
         )
         if run_worker:
+            beside = runtime.worker_database = database.beside()
             runtime.fetcher = Fetcher(settings, resolver=resolver)
-            queue = Queue(database, settings)
+            queue = Queue(beside, settings)
             runtime.worker = Worker(queue, runtime.fetcher, settings, clock, wakeup=wakeup)
-            runtime.deliverer = Deliverer(deliveries, jobs, settings, clock, resolver)
+            runtime.deliverer = Deliverer(
+                DeliveryStore(beside), JobStore(beside, clock), settings, clock, resolver
+            )
         return runtime
 
     async def start(self, metrics: Metrics) -> None:
-        """Start the worker and the sender (if any), counting their events into `metrics`."""
-        if self.worker is None or self.deliverer is None:
+        """Start the worker and the sender (if any) on their own loop, counting their events
+        into `metrics`; return once they run."""
+        if self.worker is None:
             return
+        self.background.start()
+        await self.background.run(self._start_background(metrics))
+
+    async def _start_background(self, metrics: Metrics) -> None:
+        assert self.worker and self.deliverer and self.worker_database
         # Other processes' submits wake this worker through the database (PostgreSQL).
-        await self._listening.enter_async_context(self.database.backend.listen(self.worker.notify))
+        listening = self.worker_database.backend.listen(self.worker.notify)
+        await self._listening.enter_async_context(listening)
         recording = observability.recording_into(metrics)
         self._running = [
             asyncio.create_task(self.worker.run(), name="worker", context=recording),
@@ -97,25 +163,35 @@ class Runtime:
     async def wait(self) -> None:
         """Until the worker has stopped (after `stop_worker`) or failed."""
         if self._running:
-            await self._running[0]
+            await self.background.run(self._worker_ended())
+
+    async def _worker_ended(self) -> None:
+        await self._running[0]
 
     def stop_worker(self) -> None:
-        """Stop claiming (a signal handler may call this); `stop` finishes the rest."""
+        """Stop claiming (from any thread: a signal handler may call this); `stop` finishes
+        the rest."""
         if self.worker is not None:
-            self.worker.stop()
+            self.background.call(self.worker.stop)
 
     async def stop(self) -> None:
         """Stop in reverse: the sender (what is owed waits in its table), the worker (its
-        in-flight jobs finish or are handed back), LISTEN, the fetcher, the database."""
-        if self.deliverer is not None:
-            self.deliverer.stop()
-        self.stop_worker()
+        in-flight jobs finish or are handed back), LISTEN, the fetcher, their loop, the
+        database."""
+        if self.worker is not None:
+            await self.background.run(self._stop_background())
+        await self.background.close()
+        await self.database.dispose()
+
+    async def _stop_background(self) -> None:
+        assert self.worker and self.deliverer and self.fetcher and self.worker_database
+        self.deliverer.stop()
+        self.worker.stop()
         for task in reversed(self._running):
             try:
                 await task
             except Exception:
                 log.exception("%s stopped with an error", task.get_name())
         await self._listening.aclose()
-        if self.fetcher is not None:
-            await self.fetcher.aclose()
-        await self.database.dispose()
+        await self.fetcher.aclose()
+        await self.worker_database.dispose()

@@ -127,8 +127,9 @@ class Settings(BaseSettings):
         5,
         ge=1,
         le=100,
-        description="PostgreSQL connections a process may hold (one more for LISTEN); "
-        "claims and records are batched, so a worker needs few.",
+        description="PostgreSQL connections per pool (one more for LISTEN): `ingest serve` "
+        "has two pools (its API's and its embedded worker's), `ingest worker` one; claims "
+        "and records are batched, so a worker needs few.",
     )
 
     # HTTP API

@@ -1,9 +1,14 @@
 """Domain- and tenant-aware scheduling end to end, against real local servers."""
 
 import logging
+from datetime import timedelta
 
 import pytest
 
+from app.clock import utc_now
+from app.fetch.urls import job_domain
+from app.model import DomainPause
+from app.store.queue import Queue
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.processes import READY, worker_process
 from tests.webserver import Reply, ScriptedServer
@@ -107,13 +112,19 @@ async def test_in_flight_limit_holds_across_two_worker_processes(
 
 async def test_a_small_tenant_is_not_starved(make_settings, web):
     """With one slot, tenant B's 5 jobs submitted after tenant A's 100 finish before A's
-    10th."""
+    10th. Their domain is paused while both submit, so the claims find both backlogs: the
+    worker runs beside the API, and would otherwise start A's first jobs between the two
+    submits (as it should)."""
     settings = make_settings(worker_concurrency=1, domain_max_in_flight=100)
-    async with running_app(settings) as (_, client):
+    async with running_app(settings) as (app, client):
+        domain = job_domain(web.url("/"))
+        hold = DomainPause(utc_now() + timedelta(hours=1), "held while both tenants submit")
+        await Queue(app.state.runtime.database, settings).pause_domain(domain, hold)
         big = {"jobs": [{"url": web.url(f"/a/{i}"), "tenant": "a"} for i in range(100)]}
         small = {"jobs": [{"url": web.url(f"/b/{i}"), "tenant": "b"} for i in range(5)]}
         assert 201 == (await client.post("/jobs/batch", json=big)).status_code
         assert 201 == (await client.post("/jobs/batch", json=small)).status_code
+        assert 200 == (await client.post(f"/domains/{domain}/resume")).status_code
         await eventually(lambda: _all_done(web, "/b/", 5), timeout=10)
     order = sorted(
         (times[0], path) for path, times in web.hits.items() if path.startswith(("/a/", "/b/"))

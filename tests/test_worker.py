@@ -199,7 +199,7 @@ async def test_heartbeats_go_on_through_the_grace_period(make_settings, web):
         async with running_app(settings) as (app, client):
             job = await submit(client, url)
             await eventually(lambda: _running(client, job["id"]))
-            app.state.runtime.worker.stop()
+            app.state.runtime.stop_worker()
 
             async def finished() -> bool:
                 reclaimed.extend(await take_back_expired(Queue(other, settings), utc_now()))

@@ -29,10 +29,26 @@ database at it needs no look at the migrations, so a worker starts without Alemb
 
 
 class Database:
-    def __init__(self, database_url: str, pool_size: int = DEFAULT_POOL_SIZE) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        *,
+        beside: "Database | None" = None,
+    ) -> None:
         self.url = database_url
-        self.backend: Backend = backend_for(database_url)
+        self.pool_size = pool_size
+        # What one process must share between its event loops (SQLite's one writer) is
+        # owned by the first Database, which disposes of it.
+        self._owns_backend = beside is None
+        self.backend: Backend = beside.backend if beside else backend_for(database_url)
         self.engine = self.backend.create_engine(pool_size)
+
+    def beside(self) -> "Database":
+        """The same database for another event loop (thread) of this process: connections
+        of its own, since a driver's connections belong to the loop that opened them; the
+        backend shared, so SQLite still has one writer per process."""
+        return Database(self.url, self.pool_size, beside=self)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -59,7 +75,10 @@ class Database:
         await asyncio.to_thread(upgrade_to_head, self.url)
 
     async def dispose(self) -> None:
-        await self.backend.dispose()
+        """Close the connections; the owner (the first Database) also the backend's: call
+        it after the Databases beside it are disposed."""
+        if self._owns_backend:
+            await self.backend.dispose()
         await self.engine.dispose()
 
 

@@ -7,8 +7,9 @@ differs:
 - how a write transaction runs (`transact`, given a function of a plain `Connection`):
   SQLite has one writer, so a transaction runs in a writer thread, statements back to
   back, and takes the lock up front (`BEGIN IMMEDIATE`) so writers queue on
-  `busy_timeout` instead of failing to upgrade a read lock; writers of one process queue on
-  an asyncio lock first. PostgreSQL writers run concurrently through the async driver;
+  `busy_timeout` instead of failing to upgrade a read lock; writers of one process (its
+  API's loop and its worker's) queue for that one thread first. PostgreSQL writers run
+  concurrently through the async driver;
 - wake-ups across processes: PostgreSQL has LISTEN/NOTIFY; SQLite has none, so other
   processes find new jobs by polling;
 - row locks (`lock_rows`, `lock_skipping`): PostgreSQL locks the rows a statement reads;
@@ -63,7 +64,6 @@ class SQLiteBackend:
 
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="sqlite+aiosqlite")
-        self._write_lock = asyncio.Lock()
         self._writer_thread = ThreadPoolExecutor(1, thread_name_prefix="ingest-sqlite-writer")
         self._writer: sa.Engine | None = None
 
@@ -80,11 +80,11 @@ class SQLiteBackend:
         """Run `work` in one write transaction, in the writer thread: its statements run back
         to back, so the database's one writer is held for the transaction's own work only.
         Through aiosqlite every statement would wait for a turn of the busy event loop, and
-        the writer would be held meanwhile. Writers of this process queue on an asyncio
-        lock; those of other processes on SQLite's busy timeout, in the thread."""
-        async with self._write_lock:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._writer_thread, self._run, work)
+        the writer would be held meanwhile. Writers of this process, from any of its event
+        loops, queue for the thread in turn (a caller cancelled meanwhile does not take its
+        write back); those of other processes wait on SQLite's busy timeout, in the thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer_thread, self._run, work)
 
     def _run(self, work: Callable[[sa.Connection], T]) -> T:
         if self._writer is None:

@@ -1,0 +1,60 @@
+"""The embedded worker runs on an event loop of its own (`app.runtime.Background`): the API
+answers while the worker's loop is busy, and a submit still wakes the worker at once."""
+
+import asyncio
+import threading
+import time
+
+from app.fetch.fetcher import Fetcher
+from tests.conftest import eventually, running_app, wait_for_status
+
+BLOCK_SECONDS = 3.0
+
+
+async def test_the_api_answers_while_the_workers_loop_is_busy(make_settings, web, monkeypatch):
+    """A fetch that holds the worker's loop for seconds (as 32 fetches at full speed hold it
+    in turns) does not hold a request: the API has a loop of its own."""
+    fetching = threading.Event()
+    blocked_at = []
+    real_fetch = Fetcher.fetch
+
+    async def hold_the_loop(self, url):
+        blocked_at.append(time.monotonic())
+        fetching.set()
+        time.sleep(BLOCK_SECONDS)  # noqa: ASYNC251 (the point: it blocks the worker's loop)
+        return await real_fetch(self, url)
+
+    monkeypatch.setattr(Fetcher, "fetch", hold_the_loop)
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, web.url("/page"))
+        assert await asyncio.to_thread(fetching.wait, 10)
+        health = await client.get("/healthz")
+        listed = await client.get(f"/jobs/{job['id']}")
+        # Sharing the loop, the answers would come only once the fetch let go of it.
+        answered_after = time.monotonic() - blocked_at[0]
+        assert (health.status_code, listed.status_code) == (200, 200)
+        assert answered_after < BLOCK_SECONDS * 2 / 3, answered_after
+        await wait_for_status(client, job["id"], "succeeded")
+
+
+async def test_a_submit_wakes_the_worker_on_its_loop(make_settings, web):
+    """With a poll interval (and lease checks) far beyond the test's patience, only the
+    submit's wake-up, passed to the worker's loop, can start the job on SQLite (PostgreSQL
+    has its NOTIFY too)."""
+    settings = make_settings(poll_interval_seconds=60.0, lease_seconds=120.0)
+    async with running_app(settings) as (_, client):
+
+        async def ticked() -> bool:
+            """The worker has looked once and found nothing: it waits out its poll now."""
+            text = (await client.get("/metrics")).text
+            return 'ingest_worker_last_tick_timestamp_seconds{loop="worker"}' in text
+
+        await eventually(ticked)
+        job = await submit(client, web.url("/page"))
+        await wait_for_status(client, job["id"], "succeeded", timeout=10)
+
+
+async def submit(client, url: str) -> dict:
+    response = await client.post("/jobs", json={"url": url})
+    assert response.status_code == 201, response.text
+    return response.json()
