@@ -7,7 +7,9 @@
    instead of taking a turn that would find nothing.
 2. Each tenant's first claimable jobs in claim order (the same predicate: not paused, under
    its in-flight limit, past its minimum interval): filtered in SQL, through the partial
-   index on pending jobs per tenant, so paused domains cost no attempt.
+   index on pending jobs per tenant, so paused domains cost no attempt. One statement: on
+   PostgreSQL the tenants' list joined LATERAL to a subquery, on SQLite a UNION ALL of one
+   subquery per tenant (`app.store.dialect.joins_lateral` says why).
    They are locked as they are read (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent
    claims take different jobs and never wait on each other's).
 3. Lock the candidates' domain rows (in name order, so claims never deadlock) and read
@@ -36,7 +38,7 @@ from app.model import JobStatus, Lease
 from app.scheduling import Candidate, DomainState, choose
 from app.settings import Settings
 from app.store.database import Database
-from app.store.dialect import lock_rows, lock_skipping, materialized
+from app.store.dialect import each_of, joins_lateral, lock_rows, lock_skipping, materialized
 from app.store.tables import (
     DUE_SINCE,
     UTCDateTime,
@@ -120,27 +122,41 @@ _WAITING_TENANTS = (
 )
 
 
+def _firsts(tenant: sa.ColumnElement[str], blocked: sa.CTE) -> sa.Select[Any]:
+    """`tenant`'s first `per_tenant` (bound) claimable jobs in claim order, locked as they
+    are read."""
+    return lock_skipping(
+        sa.select(
+            jobs.c.id,
+            jobs.c.tenant,
+            jobs.c.domain,
+            jobs.c.priority,
+            jobs.c.created_at,
+            DUE_SINCE.label("due_since"),
+        )
+        .where(jobs.c.tenant == tenant, claimable_now(blocked))
+        .order_by(jobs.c.priority.desc(), jobs.c.created_at)
+        .limit(sa.bindparam("per_tenant", type_=sa.Integer))
+    )
+
+
+def _candidates_joined() -> sa.Select[Any]:
+    """The candidates of the tenants in the bound list `tenants`, each joined LATERAL to
+    its first jobs (PostgreSQL)."""
+    tenant = each_of("tenants")
+    firsts = _firsts(tenant.c.value, _blocked_domains()).lateral("firsts")
+    return sa.select(firsts).select_from(tenant).join(firsts, sa.true())
+
+
+_CANDIDATES_JOINED = _candidates_joined()
+
+
 @functools.cache
-def _candidates(tenant_count: int) -> sa.CompoundSelect[Any]:
-    """Each of `tenant_count` tenants' (bound: t0, t1, ...) first `per_tenant` claimable
-    jobs in claim order, locked as they are read."""
+def _candidates_apart(tenant_count: int) -> sa.CompoundSelect[Any]:
+    """The candidates of `tenant_count` tenants (bound: t0, t1, ...), one subquery each, in
+    a UNION ALL (SQLite)."""
     blocked = _blocked_domains()
-    firsts = [
-        lock_skipping(
-            sa.select(
-                jobs.c.id,
-                jobs.c.tenant,
-                jobs.c.domain,
-                jobs.c.priority,
-                jobs.c.created_at,
-                DUE_SINCE.label("due_since"),
-            )
-            .where(jobs.c.tenant == sa.bindparam(f"t{i}"), claimable_now(blocked))
-            .order_by(jobs.c.priority.desc(), jobs.c.created_at)
-            .limit(sa.bindparam("per_tenant", type_=sa.Integer))
-        ).subquery()
-        for i in range(tenant_count)
-    ]
+    firsts = [_firsts(sa.bindparam(f"t{i}"), blocked).subquery() for i in range(tenant_count)]
     return sa.union_all(*(sa.select(first) for first in firsts))
 
 
@@ -215,10 +231,13 @@ def find_candidates(
     # Twice the share each tenant would get in turn: room for jobs that domain limits turn
     # away within this claim, without locking far more candidates than one claim takes.
     per_tenant = min(2 * limit, max(2, math.ceil(2 * limit / len(last_served))))
-    names = {f"t{i}": tenant for i, tenant in enumerate(last_served)}
-    found = conn.execute(
-        _candidates(len(names)), _bound(now, settings, per_tenant=per_tenant, **names)
-    )
+    if joins_lateral(conn):
+        statement: sa.Executable = _CANDIDATES_JOINED
+        tenants: dict[str, Any] = {"tenants": list(last_served)}
+    else:
+        statement = _candidates_apart(len(last_served))
+        tenants = {f"t{i}": tenant for i, tenant in enumerate(last_served)}
+    found = conn.execute(statement, _bound(now, settings, per_tenant=per_tenant, **tenants))
     return last_served, [Candidate(*row) for row in found]
 
 

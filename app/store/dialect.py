@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 import asyncpg
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
@@ -344,6 +345,22 @@ def lock_skipping(select: sa.Select[Any]) -> sa.Select[Any]:
     """`FOR UPDATE SKIP LOCKED` on PostgreSQL, so concurrent claims take different rows and
     never wait on each other's. Dropped on SQLite, whose claims queue on the one writer."""
     return select.with_for_update(skip_locked=True)
+
+
+def joins_lateral(conn: sa.Connection) -> bool:
+    """Can a statement join each value of a bound list to a subquery of its own (`each_of`
+    and LATERAL)? PostgreSQL can: a claim's candidates are then one small statement for any
+    number of tenants (1.5 ms for 32 of them among 100,000 pending jobs), where a UNION ALL
+    of one subquery per tenant took 12 ms, 9 of them planning it anew each time. SQLite has
+    neither lists nor LATERAL, and plans the UNION ALL in no time."""
+    return conn.dialect.name == "postgresql"
+
+
+def each_of(name: str) -> sa.TableValuedAlias:
+    """The values of the bound list `name` as rows of one column, `value` (PostgreSQL's
+    `unnest`; see `joins_lateral`)."""
+    values = sa.bindparam(name, type_=ARRAY(sa.String))
+    return sa.func.unnest(values).table_valued("value").render_derived(name=name)
 
 
 def materialized(cte: sa.CTE) -> sa.CTE:
