@@ -252,10 +252,11 @@ async def claim(
 ) -> list[Lease]:
     """Atomically take up to `limit` claimable jobs: running, attempt counted, leased to
     `worker_id` under a fresh `lease_id`. With `look_first`, a cheap read says first whether
-    anything is claimable (skip it when the last claim was full: there surely is)."""
-    # Look before taking the write lock: an idle worker polling with write transactions
-    # would starve the writers of other processes on SQLite.
-    if look_first:
+    anything is claimable, where the backend needs it (skip it when the last claim was full:
+    there surely is)."""
+    # Look before taking the write lock where a write transaction is one (SQLite): an idle
+    # worker polling with write transactions would starve the writers of other processes.
+    if look_first and database.backend.look_before_claiming:
         async with database.read() as conn:
             if not await anything_claimable(conn, now, settings):
                 return []

@@ -62,6 +62,9 @@ WRITE = {"ingest_write": True}
 
 class SQLiteBackend:
     name = "sqlite"
+    look_before_claiming = True
+    """A claim takes the one writer up front (`BEGIN IMMEDIATE`): an idle worker polling with
+    write transactions would hold other processes' writers off, so it reads first."""
 
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="sqlite+aiosqlite")
@@ -161,6 +164,10 @@ def _begin_sqlite(conn: sa.Connection) -> None:
 
 class PostgresBackend:
     name = "postgresql"
+    look_before_claiming = False
+    """A claim that finds nothing is a read-only transaction (no lock, no WAL written), and
+    its first statement, the waiting tenants, is that look: a look before it would cost one
+    more round trip and a pool checkout per claim."""
 
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="postgresql+asyncpg")
