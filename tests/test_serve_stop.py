@@ -2,6 +2,7 @@
 
 import shutil
 import signal
+import socket
 from pathlib import Path
 
 from tests.processes import ServiceProcess, service
@@ -16,8 +17,15 @@ async def stop_by(signum: signal.Signals, process: ServiceProcess) -> None:
 
 
 async def test_serve_exits_0_after_sigterm(database_url, tmp_path):
-    with service("serve", tmp_path / "serve.log", database_url, "--port", "0") as process:
-        await stop_by(signal.SIGTERM, process)
+    """Also: `--port 0` takes a free port, whatever INGEST_PORT says (here, a taken one; the
+    tests of this file run side by side, and once all bound INGEST_PORT's default)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        log = tmp_path / "serve.log"
+        with service("serve", log, database_url, "--port", "0", port=port) as process:
+            await stop_by(signal.SIGTERM, process)
 
 
 async def test_serve_exits_0_after_sigint(sqlite_template: Path, tmp_path):

@@ -32,7 +32,7 @@ def serve_api(host: str | None, port: int | None) -> None:
     configure_logging(settings.log_level, settings.log_format)
     # Listen before the app starts: its lifespan starts the worker, which must not claim a
     # job in a process that then fails to bind and exits.
-    listener = _listen(host or settings.host, port or settings.port)
+    listener = _listen(host or settings.host, settings.port if port is None else port)
     config = uvicorn.Config(
         create_app(settings),
         log_config=None,
