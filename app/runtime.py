@@ -77,9 +77,12 @@ class Background:
             self._loop.call_soon_threadsafe(callback)
 
     async def close(self) -> None:
-        """Stop the loop (its work done) and wait for the thread to end."""
+        """Stop the loop (its work done) and wait for the thread to end: its default
+        executor's threads (DNS lookups, large bodies' parsing) too, as `asyncio.run` would."""
         if self._loop is None or self._thread is None:
             return
+        await self.run(self._loop.shutdown_asyncgens())
+        await self.run(self._loop.shutdown_default_executor())
         self._loop.call_soon_threadsafe(self._loop.stop)
         await asyncio.to_thread(self._thread.join)
         self._loop.close()
