@@ -40,7 +40,8 @@ class Queue:
         look_first: bool = True,
     ) -> list[Lease]:
         """Atomically take up to `limit` claimable jobs (the rules: `app.store.claim`);
-        `look_first` reads whether any is claimable before taking the write lock."""
+        `look_first` reads whether any is claimable before taking the write lock, where a
+        write transaction takes one (SQLite: `Backend.look_before_claiming`)."""
         return await claim.claim(
             self.db, worker_id, limit, now, lease_seconds, self.settings, look_first
         )
