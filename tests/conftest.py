@@ -162,6 +162,14 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
+async def submit(client: httpx.AsyncClient, url: str, **fields: Any) -> dict[str, Any]:
+    """POST /jobs one job; its JSON (fails the test unless 201)."""
+    response = await client.post("/jobs", json={"url": url, **fields})
+    assert response.status_code == 201, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
 async def wait_for_status(
     client: httpx.AsyncClient, job_id: str, *statuses: str, timeout: float = 10.0
 ) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from app.clock import utc_now
 from app.fetch.urls import job_domain
 from app.model import DomainPause
 from app.store.queue import Queue
-from tests.conftest import eventually, running_app, wait_for_status
+from tests.conftest import eventually, running_app, submit, wait_for_status
 from tests.processes import READY, worker_process
 from tests.webserver import Reply, ScriptedServer
 
@@ -19,12 +19,6 @@ def other_web():
     """A second server: another port is another domain."""
     with ScriptedServer() as server:
         yield server
-
-
-async def submit(client, url: str, **fields) -> dict:
-    response = await client.post("/jobs", json={"url": url, **fields})
-    assert 201 == response.status_code, response.text
-    return response.json()
 
 
 async def test_rate_limit_pauses_the_domain_and_nothing_else(make_settings, web, other_web, caplog):

@@ -1,7 +1,7 @@
 """No state crosses from one request to the next: the fetcher and the webhook sender keep
 no cookies, whatever the servers set. End to end against a real server, on both backends."""
 
-from tests.conftest import eventually, running_app, wait_for_status
+from tests.conftest import eventually, running_app, submit, wait_for_status
 from tests.webserver import Reply, ScriptedServer
 
 SET_COOKIE = {"Set-Cookie": "session=secret; Path=/"}
@@ -9,12 +9,6 @@ SET_COOKIE = {"Set-Cookie": "session=secret; Path=/"}
 
 def cookies_sent(headers: list[dict[str, str]]) -> list[str]:
     return [value for request in headers for name, value in request.items() if name == "Cookie"]
-
-
-async def submit(client, url: str, **fields) -> dict:
-    response = await client.post("/jobs", json={"url": url, **fields})
-    assert response.status_code == 201, response.text
-    return response.json()
 
 
 async def test_a_cookie_set_for_one_tenant_is_not_sent_for_another(make_settings, web):

@@ -13,15 +13,9 @@ from app.clock import utc_now
 from app.settings import Settings
 from app.store.database import Database
 from app.store.queue import Queue
-from tests.conftest import eventually, running_app, wait_for_status
+from tests.conftest import eventually, running_app, submit, wait_for_status
 from tests.outcomes import take_back_expired
 from tests.webserver import Reply, ScriptedServer
-
-
-async def submit(client, url: str, **fields) -> dict:
-    response = await client.post("/jobs", json={"url": url, **fields})
-    assert response.status_code == 201, response.text
-    return response.json()
 
 
 async def history(client, job_id: str) -> list[str]:

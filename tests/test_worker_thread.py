@@ -6,7 +6,7 @@ import threading
 import time
 
 from app.fetch.fetcher import Fetcher
-from tests.conftest import eventually, running_app, wait_for_status
+from tests.conftest import eventually, running_app, submit, wait_for_status
 
 BLOCK_SECONDS = 3.0
 
@@ -52,9 +52,3 @@ async def test_a_submit_wakes_the_worker_on_its_loop(make_settings, web):
         await eventually(ticked)
         job = await submit(client, web.url("/page"))
         await wait_for_status(client, job["id"], "succeeded", timeout=10)
-
-
-async def submit(client, url: str) -> dict:
-    response = await client.post("/jobs", json={"url": url})
-    assert response.status_code == 201, response.text
-    return response.json()
