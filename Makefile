@@ -16,7 +16,12 @@ $(UV):
 	$(UV) sync --frozen
 	touch $@
 
+# Bytecode is compiled when installed: with PYTHONDONTWRITEBYTECODE set (as on these machines)
+# Python never caches it, and every `ingest` process would compile SQLAlchemy, httpx, pydantic
+# and the app again (1.4 s of a worker's 2.2 s start). uv compiles the dependencies
+# ([tool.uv] compile-bytecode); compileall the app's own modules, skipping those up to date.
 install: .venv/.synced
+	.venv/bin/python -m compileall -q app
 
 run: install
 	.venv/bin/ingest serve

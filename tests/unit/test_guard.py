@@ -1,6 +1,7 @@
 """app.fetch.guard: the address classifier, the operator's policy, and the connect-time check."""
 
 import socket
+import ssl
 from ipaddress import ip_address
 
 import httpcore
@@ -14,6 +15,7 @@ from app.fetch.guard import (
     GuardedTransport,
     is_blocked,
     literal_ip,
+    tls_context,
 )
 from app.settings import Settings
 
@@ -371,3 +373,13 @@ async def test_redirect_to_a_literal_private_address_is_refused_before_connectin
         with pytest.raises(BlockedDestination, match=r"169\.254\.169\.254 is not a public"):
             await client.get("http://public.test/")
     assert ["93.184.216.34"] == network.connected
+
+
+def test_transports_share_one_tls_context_with_httpx_defaults() -> None:
+    """The CA roots are loaded once per process, not twice per transport (~25 ms each load,
+    five transports per worker), and the one context verifies as httpx's default does."""
+    first = GuardedTransport(destinations(), httpx.Limits())
+    second = GuardedTransport(destinations(), httpx.Limits())
+    assert first._pool._ssl_context is second._pool._ssl_context is tls_context()
+    assert tls_context().verify_mode == ssl.CERT_REQUIRED
+    assert tls_context().check_hostname
