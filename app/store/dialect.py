@@ -18,6 +18,11 @@ differs:
 - partial indexes (`partial_index`): both have them, under a keyword of their own;
 - `INSERT ... ON CONFLICT DO NOTHING` (`Backend.insert_missing`): the same SQL, built by
   each dialect's own insert class;
+- many rows' writes (`Backend.update_each`, `Backend.insert_each_missing`): PostgreSQL's
+  driver pipelines an executemany; SQLite steps it row by row in the writer thread, and
+  every step lets go of the interpreter lock and waits to get it back (up to 5 ms when the
+  worker's loop is busy: 40 rows took 40-60 ms), so there the rows go in as one statement
+  over a table of them (`_given`);
 - date arithmetic (`Backend.minutes_between`): SQLite has no interval type, only
   `julianday`; PostgreSQL subtracts timestamps into an interval;
 - which errors mean "the database cannot serve now" (`database_unavailable`): SQLite says
@@ -34,9 +39,10 @@ rule), each difference beside its reason, LISTEN's keeper and the outage errors 
 
 import asyncio
 import contextlib
+import functools
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,6 +55,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.elements import BindParameter
 
 log = logging.getLogger("ingest.store")
 
@@ -114,6 +122,24 @@ class SQLiteBackend:
         """INSERT that skips rows whose key exists (same syntax as PostgreSQL's, other class)."""
         return sqlite_insert(table).on_conflict_do_nothing()
 
+    def update_each(
+        self, conn: sa.Connection, statement: sa.Update, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        """`statement` once per row of parameters (each row's keys its bound parameters'),
+        as a few statements over a table of the rows: `WITH given AS (...) UPDATE ... FROM
+        given`. The rowcount is not kept."""
+        for start, count in _chunks(len(rows)):
+            chunk = rows[start : start + count]
+            conn.execute(_update_given(statement, tuple(chunk[0]), count), _numbered(chunk))
+
+    def insert_each_missing(
+        self, conn: sa.Connection, table: sa.Table, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        """`insert_missing(table)` of every row, as a few statements (`update_each`)."""
+        for start, count in _chunks(len(rows)):
+            chunk = rows[start : start + count]
+            conn.execute(_insert_given(table, tuple(chunk[0]), count), _numbered(chunk))
+
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
     ) -> sa.ColumnElement[int]:
@@ -135,6 +161,66 @@ class SQLiteBackend:
     @contextlib.asynccontextmanager
     async def listen(self, on_notify: Callable[[], None]) -> AsyncIterator[None]:
         yield
+
+
+MAX_GIVEN_ROWS = 256
+"""Rows per statement over a table of rows: under SQLite's 500 terms of a compound SELECT,
+and 256 rows of a job's ~15 columns under its 32,766 bound parameters."""
+
+
+def _chunks(total: int) -> list[tuple[int, int]]:
+    """(start, count) of each statement: counts are powers of two (40 rows: 32 and 8), so a
+    statement has few shapes and SQLAlchemy compiles each once."""
+    chunks, start = [], 0
+    while start < total:
+        count = min(MAX_GIVEN_ROWS, 1 << ((total - start).bit_length() - 1))
+        chunks.append((start, count))
+        start += count
+    return chunks
+
+
+def _numbered(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return {f"{key}_{i}": value for i, row in enumerate(rows) for key, value in row.items()}
+
+
+def _given(types: dict[str, Any], keys: tuple[str, ...], count: int) -> sa.CTE:
+    """`count` rows of bound parameters (`<key>_<i>`) as a table named `given`: SELECTs
+    joined by UNION ALL (SQLite names no VALUES columns, and SQLAlchemy caches no VALUES of
+    bound parameters)."""
+    rows = [
+        sa.select(*(sa.bindparam(f"{key}_{i}", type_=types[key]).label(key) for key in keys))
+        for i in range(count)
+    ]
+    return (rows[0] if count == 1 else sa.union_all(*rows)).cte("given")
+
+
+@functools.lru_cache(maxsize=128)
+def _update_given(statement: sa.Update, keys: tuple[str, ...], count: int) -> sa.Update:
+    """`statement` with each bound parameter named in `keys` read from `given` instead."""
+    types: dict[str, Any] = {}
+
+    def note(bind: BindParameter[Any]) -> None:
+        types.setdefault(bind.key, bind.type)
+
+    visitors.traverse(statement, {}, {"bindparam": note})
+    given = _given(types, keys, count)
+
+    def from_given(element: Any, **_: Any) -> Any:
+        if isinstance(element, BindParameter) and element.key in keys:
+            return given.c[element.key]
+        return None
+
+    updated = visitors.replacement_traverse(statement, {}, from_given)
+    assert isinstance(updated, sa.Update)
+    return updated.add_cte(given)
+
+
+@functools.lru_cache(maxsize=128)
+def _insert_given(table: sa.Table, keys: tuple[str, ...], count: int) -> sa.Insert:
+    given = _given({key: table.c[key].type for key in keys}, keys, count)
+    # `WHERE true`: SQLite would read ON CONFLICT after a bare SELECT as a join's ON.
+    rows = sa.select(*(given.c[key] for key in keys)).where(sa.true())
+    return sqlite_insert(table).from_select(keys, rows).on_conflict_do_nothing()
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
@@ -205,6 +291,18 @@ class PostgresBackend:
     def insert_missing(self, table: sa.Table) -> sa.Insert:
         """INSERT that skips rows whose key exists."""
         return pg_insert(table).on_conflict_do_nothing()
+
+    def update_each(
+        self, conn: sa.Connection, statement: sa.Update, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        """`statement` once per row of parameters: one executemany, which asyncpg sends in
+        one round trip."""
+        conn.execute(statement, rows)
+
+    def insert_each_missing(
+        self, conn: sa.Connection, table: sa.Table, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        conn.execute(self.insert_missing(table), rows)
 
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]

@@ -4,8 +4,9 @@
 no death, no pause. Each outcome is fenced on its lease: the job must still be `running`
 under the claim's `lease_id`, so the late write of an attempt whose lease was taken back
 changes nothing. The rows are read and locked first (`FOR UPDATE` on PostgreSQL; SQLite's
-`BEGIN IMMEDIATE` already holds the writer), then written with one executemany per kind of
-change, so a batch costs the same few round trips whatever its size:
+`BEGIN IMMEDIATE` already holds the writer), then written with one statement per kind of
+change (`Backend.update_each`: an executemany on PostgreSQL, a statement over a table of the
+rows on SQLite), so a batch costs the same few round trips whatever its size:
 
 1. the held jobs: status, budget, `retry_after`, result or last error (one statement per
    kind: succeeded, failed, handed back);
@@ -183,9 +184,9 @@ def record(
         return Recorded([], {})
     plan = _Plan(kept, now)
     for statement, params in plan.writes():
-        conn.execute(statement, params)
+        backend.update_each(conn, statement, params)
     if plan.contents:
-        conn.execute(backend.insert_missing(contents), plan.contents)
+        backend.insert_each_missing(conn, contents, plan.contents)
     for event, ids in plan.finished.items():
         if owed := [job_id for job_id in ids if job_id in hooked]:
             owe(conn, owed, event, now, webhook_max_attempts)
