@@ -1,6 +1,6 @@
-"""Writes of many rows at once (`Backend.update_each`, `Backend.insert_each_missing`): every
+"""Writes of many rows at once (`Backend.update_each`, `Backend.insert_each`): every
 row written with its own values, types kept, whatever the count (SQLite splits the rows
-into statements of 256, 128, ... rows; PostgreSQL sends one executemany)."""
+into statements of up to 256 rows; PostgreSQL sends one executemany)."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.store.database import Database
-from app.store.dialect import MAX_GIVEN_ROWS, _chunks
+from app.store.dialect import MAX_GIVEN_ROWS, _in_statements
 from app.store.tables import domains
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -24,15 +24,18 @@ BUMP = (
 )
 
 
-def test_chunks_are_powers_of_two_that_cover_every_row_once():
-    for total in range(0, 3 * MAX_GIVEN_ROWS + 7):
-        chunks = _chunks(total)
-        assert sum(count for _, count in chunks) == total
-        assert [start for start, _ in chunks] == [
-            sum(count for _, count in chunks[:i]) for i in range(len(chunks))
-        ]
-        assert all(count & (count - 1) == 0 and count <= MAX_GIVEN_ROWS for _, count in chunks)
-    assert _chunks(40) == [(0, 32), (32, 8)]
+def test_rows_go_in_few_statement_shapes():
+    """One statement per 256 rows, padded to a power of two with null rows, which `_row`
+    (null) marks: so there are at most 9 shapes to compile per statement."""
+    rows = [{"a": i, "b": str(i)} for i in range(2 * MAX_GIVEN_ROWS + 40)]
+    statements = _in_statements(rows)
+    assert [size for size, _ in statements] == [MAX_GIVEN_ROWS, MAX_GIVEN_ROWS, 64]
+    last = statements[-1][1]
+    assert (last["_row_39"], last["a_39"], last["b_39"]) == (39, 2 * MAX_GIVEN_ROWS + 39, "551")
+    assert (last["_row_40"], last["a_40"], last["b_40"]) == (None, None, None)
+    assert len(last) == 3 * 64
+    assert [size for size, _ in _in_statements(rows[:1])] == [1]
+    assert _in_statements([]) == []
 
 
 @pytest.mark.parametrize("count", [1, 3, 40, MAX_GIVEN_ROWS + 45])
@@ -47,7 +50,9 @@ async def test_each_row_is_written_with_its_own_values(database_url, count):
             lambda conn: conn.execute(backend.insert_missing(domains), existing)
         )
         rows = [{"domain": d, "consecutive_failures": 0, "in_flight": 0} for d in names]
-        await database.transact(lambda conn: backend.insert_each_missing(conn, domains, rows))
+        await database.transact(
+            lambda conn: backend.insert_each(conn, domains, rows, skip_existing=True)
+        )
 
         bumps = [
             {

@@ -38,7 +38,14 @@ from app.model import JobStatus, Lease
 from app.scheduling import Candidate, DomainState, choose
 from app.settings import Settings
 from app.store.database import Database
-from app.store.dialect import each_of, joins_lateral, lock_rows, lock_skipping, materialized
+from app.store.dialect import (
+    Backend,
+    each_of,
+    joins_lateral,
+    lock_rows,
+    lock_skipping,
+    materialized,
+)
 from app.store.tables import (
     DUE_SINCE,
     UTCDateTime,
@@ -193,8 +200,6 @@ _TAKE = (
     )
 )
 
-_OPEN_ATTEMPTS = sa.insert(attempts)
-
 _COUNT_STARTS = (
     sa.update(domains)
     .where(domains.c.domain == sa.bindparam("d"))
@@ -261,12 +266,15 @@ async def claim(
             if not await anything_claimable(conn, now, settings):
                 return []
     return await database.transact(
-        lambda conn: claim_in(conn, worker_id, limit, now, lease_seconds, settings)
+        lambda conn: claim_in(
+            conn, database.backend, worker_id, limit, now, lease_seconds, settings
+        )
     )
 
 
 def claim_in(
     conn: sa.Connection,
+    backend: Backend,
     worker_id: str,
     limit: int,
     now: datetime,
@@ -298,9 +306,10 @@ def claim_in(
     }
     due_since = {c.id: c.due_since for c in chosen}
     rows = conn.execute(_TAKE, taken).all()
-    _count_starts(conn, chosen, now, settings)
-    conn.execute(
-        _OPEN_ATTEMPTS,
+    _count_starts(conn, backend, chosen, now, settings)
+    backend.insert_each(
+        conn,
+        attempts,
         [
             {
                 "job_id": r.id,
@@ -340,14 +349,19 @@ def _lag_ms(due_since: datetime | None, now: datetime) -> int | None:
 
 
 def _count_starts(
-    conn: sa.Connection, chosen: list[Candidate], now: datetime, settings: Settings
+    conn: sa.Connection,
+    backend: Backend,
+    chosen: list[Candidate],
+    now: datetime,
+    settings: Settings,
 ) -> None:
     starts: dict[str, int] = {}
     for candidate in chosen:
         starts[candidate.domain] = starts.get(candidate.domain, 0) + 1
     interval = settings.domain_min_interval_seconds
     next_start = now + timedelta(seconds=interval) if interval else None
-    conn.execute(
+    backend.update_each(
+        conn,
         _COUNT_STARTS,
         [
             {"d": domain, "n": n, "now": now, "next_start": next_start}
@@ -361,4 +375,4 @@ def _count_starts(
         t: now + timedelta(microseconds=i)
         for i, t in enumerate(dict.fromkeys(c.tenant for c in chosen))
     }
-    conn.execute(_TURNS, [{"t": t, "at": at} for t, at in sorted(turns.items())])
+    backend.update_each(conn, _TURNS, [{"t": t, "at": at} for t, at in sorted(turns.items())])

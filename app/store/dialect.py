@@ -18,7 +18,7 @@ differs:
 - partial indexes (`partial_index`): both have them, under a keyword of their own;
 - `INSERT ... ON CONFLICT DO NOTHING` (`Backend.insert_missing`): the same SQL, built by
   each dialect's own insert class;
-- many rows' writes (`Backend.update_each`, `Backend.insert_each_missing`): PostgreSQL's
+- many rows' writes (`Backend.update_each`, `Backend.insert_each`): PostgreSQL's
   driver pipelines an executemany; SQLite steps it row by row in the writer thread, and
   every step lets go of the interpreter lock and waits to get it back (up to 5 ms when the
   worker's loop is busy: 40 rows took 40-60 ms), so there the rows go in as one statement
@@ -126,19 +126,24 @@ class SQLiteBackend:
         self, conn: sa.Connection, statement: sa.Update, rows: Sequence[dict[str, Any]]
     ) -> None:
         """`statement` once per row of parameters (each row's keys its bound parameters'),
-        as a few statements over a table of the rows: `WITH given AS (...) UPDATE ... FROM
-        given`. The rowcount is not kept."""
-        for start, count in _chunks(len(rows)):
-            chunk = rows[start : start + count]
-            conn.execute(_update_given(statement, tuple(chunk[0]), count), _numbered(chunk))
+        as one statement per 256 rows over a table of them: `WITH given AS (...) UPDATE ...
+        FROM given`. The rowcount is not kept."""
+        keys = tuple(rows[0]) if rows else ()
+        for size, params in _in_statements(rows):
+            conn.execute(_update_given(statement, keys, size), params)
 
-    def insert_each_missing(
-        self, conn: sa.Connection, table: sa.Table, rows: Sequence[dict[str, Any]]
+    def insert_each(
+        self,
+        conn: sa.Connection,
+        table: sa.Table,
+        rows: Sequence[dict[str, Any]],
+        skip_existing: bool = False,
     ) -> None:
-        """`insert_missing(table)` of every row, as a few statements (`update_each`)."""
-        for start, count in _chunks(len(rows)):
-            chunk = rows[start : start + count]
-            conn.execute(_insert_given(table, tuple(chunk[0]), count), _numbered(chunk))
+        """Insert every row (skipping those whose key exists, with `skip_existing`), as a
+        statement per 256 rows (`update_each`): `WITH given AS (...) INSERT ... SELECT`."""
+        keys = tuple(rows[0]) if rows else ()
+        for size, params in _in_statements(rows):
+            conn.execute(_insert_given(table, keys, size, skip_existing), params)
 
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
@@ -165,37 +170,43 @@ class SQLiteBackend:
 
 MAX_GIVEN_ROWS = 256
 """Rows per statement over a table of rows: under SQLite's 500 terms of a compound SELECT,
-and 256 rows of a job's ~15 columns under its 32,766 bound parameters."""
+and 256 rows of a job's ~20 columns under its 32,766 bound parameters."""
 
 
-def _chunks(total: int) -> list[tuple[int, int]]:
-    """(start, count) of each statement: counts are powers of two (40 rows: 32 and 8), so a
-    statement has few shapes and SQLAlchemy compiles each once."""
-    chunks, start = [], 0
-    while start < total:
-        count = min(MAX_GIVEN_ROWS, 1 << ((total - start).bit_length() - 1))
-        chunks.append((start, count))
-        start += count
-    return chunks
+def _in_statements(rows: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """The rows, MAX_GIVEN_ROWS at most per statement, as (size, parameters) of each: the
+    size a power of two (40 rows: 64), so a statement has few shapes and SQLAlchemy compiles
+    each once; the rows past the given ones are all null, and `_row` (the row's number, null
+    for those) tells them apart."""
+    statements = []
+    for start in range(0, len(rows), MAX_GIVEN_ROWS):
+        chunk = rows[start : start + MAX_GIVEN_ROWS]
+        size = 1 << (len(chunk) - 1).bit_length()
+        params: dict[str, Any] = {f"_row_{i}": None for i in range(len(chunk), size)}
+        params |= {f"{key}_{i}": None for i in range(len(chunk), size) for key in chunk[0]}
+        for i, row in enumerate(chunk):
+            params[f"_row_{i}"] = i
+            params |= {f"{key}_{i}": value for key, value in row.items()}
+        statements.append((size, params))
+    return statements
 
 
-def _numbered(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    return {f"{key}_{i}": value for i, row in enumerate(rows) for key, value in row.items()}
-
-
-def _given(types: dict[str, Any], keys: tuple[str, ...], count: int) -> sa.CTE:
-    """`count` rows of bound parameters (`<key>_<i>`) as a table named `given`: SELECTs
-    joined by UNION ALL (SQLite names no VALUES columns, and SQLAlchemy caches no VALUES of
-    bound parameters)."""
+def _given(types: dict[str, Any], keys: tuple[str, ...], size: int) -> sa.CTE:
+    """`size` rows of bound parameters (`<key>_<i>`, and `_row_<i>`) as a table named
+    `given`: SELECTs joined by UNION ALL (SQLite names no VALUES columns, and SQLAlchemy
+    caches no VALUES of bound parameters)."""
     rows = [
-        sa.select(*(sa.bindparam(f"{key}_{i}", type_=types[key]).label(key) for key in keys))
-        for i in range(count)
+        sa.select(
+            sa.bindparam(f"_row_{i}", type_=sa.Integer).label("_row"),
+            *(sa.bindparam(f"{key}_{i}", type_=types[key]).label(key) for key in keys),
+        )
+        for i in range(size)
     ]
-    return (rows[0] if count == 1 else sa.union_all(*rows)).cte("given")
+    return (rows[0] if size == 1 else sa.union_all(*rows)).cte("given")
 
 
 @functools.lru_cache(maxsize=128)
-def _update_given(statement: sa.Update, keys: tuple[str, ...], count: int) -> sa.Update:
+def _update_given(statement: sa.Update, keys: tuple[str, ...], size: int) -> sa.Update:
     """`statement` with each bound parameter named in `keys` read from `given` instead."""
     types: dict[str, Any] = {}
 
@@ -203,7 +214,7 @@ def _update_given(statement: sa.Update, keys: tuple[str, ...], count: int) -> sa
         types.setdefault(bind.key, bind.type)
 
     visitors.traverse(statement, {}, {"bindparam": note})
-    given = _given(types, keys, count)
+    given = _given(types, keys, size)
 
     def from_given(element: Any, **_: Any) -> Any:
         if isinstance(element, BindParameter) and element.key in keys:
@@ -212,15 +223,18 @@ def _update_given(statement: sa.Update, keys: tuple[str, ...], count: int) -> sa
 
     updated = visitors.replacement_traverse(statement, {}, from_given)
     assert isinstance(updated, sa.Update)
-    return updated.add_cte(given)
+    return updated.add_cte(given).where(given.c._row.is_not(None))
 
 
 @functools.lru_cache(maxsize=128)
-def _insert_given(table: sa.Table, keys: tuple[str, ...], count: int) -> sa.Insert:
-    given = _given({key: table.c[key].type for key in keys}, keys, count)
-    # `WHERE true`: SQLite would read ON CONFLICT after a bare SELECT as a join's ON.
-    rows = sa.select(*(given.c[key] for key in keys)).where(sa.true())
-    return sqlite_insert(table).from_select(keys, rows).on_conflict_do_nothing()
+def _insert_given(
+    table: sa.Table, keys: tuple[str, ...], size: int, skip_existing: bool
+) -> sa.Insert:
+    given = _given({key: table.c[key].type for key in keys}, keys, size)
+    # The WHERE also keeps SQLite from reading ON CONFLICT after the SELECT as a join's ON.
+    rows = sa.select(*(given.c[key] for key in keys)).where(given.c._row.is_not(None))
+    insert = sqlite_insert(table).from_select(keys, rows)
+    return insert.on_conflict_do_nothing() if skip_existing else insert
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
@@ -297,12 +311,18 @@ class PostgresBackend:
     ) -> None:
         """`statement` once per row of parameters: one executemany, which asyncpg sends in
         one round trip."""
-        conn.execute(statement, rows)
+        if rows:
+            conn.execute(statement, rows)
 
-    def insert_each_missing(
-        self, conn: sa.Connection, table: sa.Table, rows: Sequence[dict[str, Any]]
+    def insert_each(
+        self,
+        conn: sa.Connection,
+        table: sa.Table,
+        rows: Sequence[dict[str, Any]],
+        skip_existing: bool = False,
     ) -> None:
-        conn.execute(self.insert_missing(table), rows)
+        if rows:
+            conn.execute(self.insert_missing(table) if skip_existing else sa.insert(table), rows)
 
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]

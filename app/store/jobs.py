@@ -182,9 +182,9 @@ class JobStore:
         new_tenants = [{"tenant": t} for t in sorted({r["tenant"] for r in rows})]
 
         def insert(conn: sa.Connection) -> None:
-            conn.execute(sa.insert(jobs), rows)
-            conn.execute(backend.insert_missing(domains), new_domains)
-            conn.execute(backend.insert_missing(tenants), new_tenants)
+            backend.insert_each(conn, jobs, rows)
+            backend.insert_each(conn, domains, new_domains, skip_existing=True)
+            backend.insert_each(conn, tenants, new_tenants, skip_existing=True)
             backend.notify(conn)
 
         await self.db.transact(insert)

@@ -186,7 +186,7 @@ def record(
     for statement, params in plan.writes():
         backend.update_each(conn, statement, params)
     if plan.contents:
-        backend.insert_each_missing(conn, contents, plan.contents)
+        backend.insert_each(conn, contents, plan.contents, skip_existing=True)
     for event, ids in plan.finished.items():
         if owed := [job_id for job_id in ids if job_id in hooked]:
             owe(conn, owed, event, now, webhook_max_attempts)
