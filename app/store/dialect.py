@@ -44,6 +44,7 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,7 +54,7 @@ from sqlalchemy import event
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import BindParameter
@@ -130,7 +131,7 @@ class SQLiteBackend:
         FROM given`. The rowcount is not kept."""
         keys = tuple(rows[0]) if rows else ()
         for size, params in _in_statements(rows):
-            conn.execute(_update_given(statement, keys, size), params)
+            _update_given(statement, keys, size, conn.dialect).run(conn, params)
 
     def insert_each(
         self,
@@ -143,7 +144,7 @@ class SQLiteBackend:
         statement per 256 rows (`update_each`): `WITH given AS (...) INSERT ... SELECT`."""
         keys = tuple(rows[0]) if rows else ()
         for size, params in _in_statements(rows):
-            conn.execute(_insert_given(table, keys, size, skip_existing), params)
+            _insert_given(table, keys, size, skip_existing, conn.dialect).run(conn, params)
 
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
@@ -175,9 +176,9 @@ and 256 rows of a job's ~20 columns under its 32,766 bound parameters."""
 
 def _in_statements(rows: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     """The rows, MAX_GIVEN_ROWS at most per statement, as (size, parameters) of each: the
-    size a power of two (40 rows: 64), so a statement has few shapes and SQLAlchemy compiles
-    each once; the rows past the given ones are all null, and `_row` (the row's number, null
-    for those) tells them apart."""
+    size a power of two (40 rows: 64), so a statement has few shapes, each compiled once;
+    the rows past the given ones are all null, and `_row` (the row's number, null for
+    those) tells them apart."""
     statements = []
     for start in range(0, len(rows), MAX_GIVEN_ROWS):
         chunk = rows[start : start + MAX_GIVEN_ROWS]
@@ -193,8 +194,7 @@ def _in_statements(rows: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, 
 
 def _given(types: dict[str, Any], keys: tuple[str, ...], size: int) -> sa.CTE:
     """`size` rows of bound parameters (`<key>_<i>`, and `_row_<i>`) as a table named
-    `given`: SELECTs joined by UNION ALL (SQLite names no VALUES columns, and SQLAlchemy
-    caches no VALUES of bound parameters)."""
+    `given`: SELECTs joined by UNION ALL (SQLite names no VALUES columns)."""
     rows = [
         sa.select(
             sa.bindparam(f"_row_{i}", type_=sa.Integer).label("_row"),
@@ -205,8 +205,43 @@ def _given(types: dict[str, Any], keys: tuple[str, ...], size: int) -> sa.CTE:
     return (rows[0] if size == 1 else sa.union_all(*rows)).cte("given")
 
 
+@dataclass(frozen=True)
+class _Compiled:
+    """A statement compiled once, run through the driver with its parameters processed as
+    SQLAlchemy would: a statement over 64 rows has hundreds of parameters, and SQLAlchemy
+    would hash them all into its cache key on every run (a claim of 32 spent 2 ms there)."""
+
+    sql: str
+    slots: tuple[tuple[str, Callable[[Any], Any] | None, Any], ...]
+    """Per positional parameter: its name, its type's bind processor, its value if fixed."""
+
+    @classmethod
+    def of(cls, statement: sa.Update | sa.Insert, dialect: Dialect) -> "_Compiled":
+        compiled = statement.compile(dialect=dialect)
+        assert compiled.positiontup is not None  # SQLite's parameters are positional
+        binds = [compiled.binds[name] for name in compiled.positiontup]
+        slots = tuple(
+            (
+                bind.key,
+                bind.type.dialect_impl(dialect).bind_processor(dialect),
+                bind.effective_value,
+            )
+            for bind in binds
+        )
+        return cls(compiled.string, slots)
+
+    def run(self, conn: sa.Connection, params: dict[str, Any]) -> None:
+        values = []
+        for name, process, fixed in self.slots:
+            value = params.get(name, fixed)
+            values.append(value if process is None else process(value))
+        conn.exec_driver_sql(self.sql, tuple(values))
+
+
 @functools.lru_cache(maxsize=128)
-def _update_given(statement: sa.Update, keys: tuple[str, ...], size: int) -> sa.Update:
+def _update_given(
+    statement: sa.Update, keys: tuple[str, ...], size: int, dialect: Dialect
+) -> _Compiled:
     """`statement` with each bound parameter named in `keys` read from `given` instead."""
     types: dict[str, Any] = {}
 
@@ -223,18 +258,18 @@ def _update_given(statement: sa.Update, keys: tuple[str, ...], size: int) -> sa.
 
     updated = visitors.replacement_traverse(statement, {}, from_given)
     assert isinstance(updated, sa.Update)
-    return updated.add_cte(given).where(given.c._row.is_not(None))
+    return _Compiled.of(updated.add_cte(given).where(given.c._row.is_not(None)), dialect)
 
 
 @functools.lru_cache(maxsize=128)
 def _insert_given(
-    table: sa.Table, keys: tuple[str, ...], size: int, skip_existing: bool
-) -> sa.Insert:
+    table: sa.Table, keys: tuple[str, ...], size: int, skip_existing: bool, dialect: Dialect
+) -> _Compiled:
     given = _given({key: table.c[key].type for key in keys}, keys, size)
     # The WHERE also keeps SQLite from reading ON CONFLICT after the SELECT as a join's ON.
     rows = sa.select(*(given.c[key] for key in keys)).where(given.c._row.is_not(None))
     insert = sqlite_insert(table).from_select(keys, rows)
-    return insert.on_conflict_do_nothing() if skip_existing else insert
+    return _Compiled.of(insert.on_conflict_do_nothing() if skip_existing else insert, dialect)
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
