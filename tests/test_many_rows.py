@@ -75,3 +75,20 @@ async def test_each_row_is_written_with_its_own_values(database_url, count):
         assert row.in_flight == (1 if i % 2 == 0 else 0) + i
         assert row.pause_reason == (None if i % 3 else f"because {i}")
         assert row.paused_until == (None if i % 2 else T0 + timedelta(seconds=i))
+
+
+async def test_a_row_without_a_bound_parameter_is_refused(database_url):
+    """A missing value is an error, as SQLAlchemy's own executemany makes it, never a null."""
+    database = Database(database_url)
+    backend = database.backend
+    try:
+        rows = [{"domain": "a.test", "consecutive_failures": 0, "in_flight": 0}]
+        await database.transact(lambda conn: backend.insert_each(conn, domains, rows))
+        bumps = [{"d": "a.test", "n": 1, "reason": None}]  # no "until"
+        with pytest.raises((KeyError, sa.exc.StatementError)):
+            await database.transact(lambda conn: backend.update_each(conn, BUMP, bumps))
+        async with database.read() as conn:
+            in_flight = (await conn.execute(sa.select(domains.c.in_flight))).scalar_one()
+    finally:
+        await database.dispose()
+    assert in_flight == 0

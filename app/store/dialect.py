@@ -205,6 +205,9 @@ def _given(types: dict[str, Any], keys: tuple[str, ...], size: int) -> sa.CTE:
     return (rows[0] if size == 1 else sa.union_all(*rows)).cte("given")
 
 
+_REQUIRED = object()
+
+
 @dataclass(frozen=True)
 class _Compiled:
     """A statement compiled once, run through the driver with its parameters processed as
@@ -213,7 +216,8 @@ class _Compiled:
 
     sql: str
     slots: tuple[tuple[str, Callable[[Any], Any] | None, Any], ...]
-    """Per positional parameter: its name, its type's bind processor, its value if fixed."""
+    """Per positional parameter: its name, its type's bind processor, and its value if fixed
+    (`_REQUIRED` if each run must give it)."""
 
     @classmethod
     def of(cls, statement: sa.Update | sa.Insert, dialect: Dialect) -> "_Compiled":
@@ -224,7 +228,7 @@ class _Compiled:
             (
                 bind.key,
                 bind.type.dialect_impl(dialect).bind_processor(dialect),
-                bind.effective_value,
+                _REQUIRED if bind.required else bind.effective_value,
             )
             for bind in binds
         )
@@ -234,6 +238,8 @@ class _Compiled:
         values = []
         for name, process, fixed in self.slots:
             value = params.get(name, fixed)
+            if value is _REQUIRED:
+                raise KeyError(f"no value for the bound parameter {name!r}")
             values.append(value if process is None else process(value))
         conn.exec_driver_sql(self.sql, tuple(values))
 
