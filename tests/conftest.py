@@ -101,6 +101,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template
 
 
 @pytest.fixture
+def pg_url(pg_database: str | None) -> str:
+    """An empty, migrated database on PostgreSQL, for what only PostgreSQL has."""
+    if pg_database is None:
+        pytest.skip("PostgreSQL unreachable")  # fails instead with INGEST_TEST_REQUIRE_POSTGRES
+    asyncio.run(_truncate(pg_database))
+    return pg_database
+
+
+@pytest.fixture
 def make_settings(database_url: str) -> Callable[..., Settings]:
     """Settings on the test database, with sub-second timings so no test waits for real."""
 

@@ -1,27 +1,17 @@
 """PostgreSQL only (SQLite has no LISTEN): a LISTEN connection that drops is reopened, and
 another process's submit wakes the worker again at once."""
 
-import asyncio
 import logging
 
 import asyncpg
-import pytest
 
 from app.settings import Settings
-from tests.conftest import _pg_admin_dsn, _truncate, eventually, running_app, wait_for_status
+from tests.conftest import _pg_admin_dsn, eventually, running_app, wait_for_status
 
 LISTENER = (
     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
     "AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()"
 )
-
-
-@pytest.fixture
-def pg_url(pg_database: str | None) -> str:
-    if pg_database is None:
-        pytest.skip("PostgreSQL unreachable")  # fails instead with INGEST_TEST_REQUIRE_POSTGRES
-    asyncio.run(_truncate(pg_database))
-    return pg_database
 
 
 async def test_listen_comes_back_after_its_backend_is_terminated(pg_url, web, caplog):

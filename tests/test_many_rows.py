@@ -2,14 +2,17 @@
 row written with its own values, types kept, whatever the count (SQLite splits the rows
 into statements of up to 256 rows; PostgreSQL sends one executemany)."""
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 
+from app.model import NewJob
 from app.store.database import Database
 from app.store.dialect import MAX_GIVEN_ROWS, _in_statements
-from app.store.tables import domains
+from app.store.jobs import JobStore
+from app.store.tables import domains, jobs, tenants
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -46,9 +49,7 @@ async def test_each_row_is_written_with_its_own_values(database_url, count):
     try:
         # Half the rows exist already: inserting them again is skipped, not an error.
         existing = [{"domain": d, "consecutive_failures": 7, "in_flight": 1} for d in names[::2]]
-        await database.transact(
-            lambda conn: conn.execute(backend.insert_missing(domains), existing)
-        )
+        await database.transact(lambda conn: backend.insert_each(conn, domains, existing))
         rows = [{"domain": d, "consecutive_failures": 0, "in_flight": 0} for d in names]
         await database.transact(
             lambda conn: backend.insert_each(conn, domains, rows, skip_existing=True)
@@ -92,3 +93,24 @@ async def test_a_row_without_a_bound_parameter_is_refused(database_url):
     finally:
         await database.dispose()
     assert in_flight == 0
+
+
+async def test_a_submit_does_not_queue_behind_writes_to_its_domain(pg_url):
+    """PostgreSQL: every claim and record updates the rows of its jobs' domain and tenant.
+    A submit to that domain inserts them unless they exist; ON CONFLICT DO NOTHING alone
+    waits for the updating transaction to end, so POST /jobs would queue behind the
+    worker's transactions on a busy domain."""
+    database = Database(pg_url)
+    store = JobStore(database, clock=lambda: T0)
+    new = NewJob(url="http://a.test/", domain="a.test", tenant="t", max_attempts=3)
+    try:
+        await store.submit([new])
+        async with database.engine.begin() as worker:
+            await worker.execute(sa.update(domains).values(in_flight=domains.c.in_flight + 1))
+            await worker.execute(sa.update(tenants).values(last_served_at=T0))
+            await asyncio.wait_for(store.submit([new, new]), timeout=10)
+        async with database.read() as conn:
+            count = (await conn.execute(sa.select(sa.func.count()).select_from(jobs))).scalar()
+    finally:
+        await database.dispose()
+    assert count == 3

@@ -16,8 +16,9 @@ differs:
   SQLite has no row locks (its compiler drops `FOR UPDATE`), and needs none, since
   `BEGIN IMMEDIATE` holds the one writer for the whole transaction;
 - partial indexes (`partial_index`): both have them, under a keyword of their own;
-- `INSERT ... ON CONFLICT DO NOTHING` (`Backend.insert_missing`): the same SQL, built by
-  each dialect's own insert class;
+- inserting rows unless their key exists (`Backend.insert_each(skip_existing=True)`):
+  PostgreSQL's ON CONFLICT DO NOTHING waits for a transaction that updated the existing
+  row, so there the insert looks for the row first;
 - many rows' writes (`Backend.update_each`, `Backend.insert_each`): PostgreSQL's
   driver pipelines an executemany; SQLite steps it row by row in the writer thread, and
   every step lets go of the interpreter lock and waits to get it back (up to 5 ms when the
@@ -118,10 +119,6 @@ class SQLiteBackend:
 
         await asyncio.get_running_loop().run_in_executor(self._writer_thread, close)
         self._writer_thread.shutdown(wait=False)
-
-    def insert_missing(self, table: sa.Table) -> sa.Insert:
-        """INSERT that skips rows whose key exists (same syntax as PostgreSQL's, other class)."""
-        return sqlite_insert(table).on_conflict_do_nothing()
 
     def update_each(
         self, conn: sa.Connection, statement: sa.Update, rows: Sequence[dict[str, Any]]
@@ -343,10 +340,6 @@ class PostgresBackend:
         only add WAL and dead rows to a shared server; writes that fail all the same answer
         503 where they happen."""
 
-    def insert_missing(self, table: sa.Table) -> sa.Insert:
-        """INSERT that skips rows whose key exists."""
-        return pg_insert(table).on_conflict_do_nothing()
-
     def update_each(
         self, conn: sa.Connection, statement: sa.Update, rows: Sequence[dict[str, Any]]
     ) -> None:
@@ -362,8 +355,12 @@ class PostgresBackend:
         rows: Sequence[dict[str, Any]],
         skip_existing: bool = False,
     ) -> None:
-        if rows:
-            conn.execute(self.insert_missing(table) if skip_existing else sa.insert(table), rows)
+        if not rows:
+            return
+        if skip_existing:
+            conn.execute(_pg_insert_missing_each(table, tuple(rows[0])), rows)
+        else:
+            conn.execute(sa.insert(table), rows)
 
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
@@ -440,6 +437,19 @@ class PostgresBackend:
         except Exception as exc:  # whatever broke the LISTEN connection, it is reopened
             return str(exc) or type(exc).__name__
         return "the server closed the connection"
+
+
+@functools.lru_cache(maxsize=16)
+def _pg_insert_missing_each(table: sa.Table, keys: tuple[str, ...]) -> sa.Insert:
+    """PostgreSQL's insert of a row (bound parameters `keys`) unless its key exists, which
+    looks for the row first: ON CONFLICT alone waits for any transaction that updated the
+    existing row to end (every claim and record updates its domain's and tenant's rows, so
+    a submit would queue behind the worker's transactions), while the look reads the
+    committed row without waiting. ON CONFLICT still settles two first inserts at once."""
+    params = {key: sa.bindparam(key, type_=table.c[key].type) for key in keys}
+    there = sa.exists().where(*(column == params[column.name] for column in table.primary_key))
+    row = sa.select(*params.values()).where(~there)
+    return pg_insert(table).from_select(list(keys), row).on_conflict_do_nothing()
 
 
 LISTEN_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
