@@ -6,8 +6,8 @@ differs:
 - the async driver behind a plain URL (aiosqlite, asyncpg);
 - how a write transaction runs (`transact`, given a function of a plain `Connection`):
   SQLite has one writer, so a transaction runs in a writer thread, statements back to
-  back, and takes the lock up front (`BEGIN IMMEDIATE`) so writers queue on
-  `busy_timeout` instead of failing to upgrade a read lock; writers of one process (its
+  back, and takes the lock up front (`BEGIN IMMEDIATE`, tried every ms while another
+  process writes) instead of failing to upgrade a read lock; writers of one process (its
   API's loop and its worker's) queue for that one thread first. PostgreSQL writers run
   concurrently through the async driver;
 - wake-ups across processes: PostgreSQL has LISTEN/NOTIFY; SQLite has none, so other
@@ -43,6 +43,7 @@ import contextlib
 import functools
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ class SQLiteBackend:
         Through aiosqlite every statement would wait for a turn of the busy event loop, and
         the writer would be held meanwhile. Writers of this process, from any of its event
         loops, queue for the thread in turn (a caller cancelled meanwhile does not take its
-        write back); those of other processes wait on SQLite's busy timeout, in the thread."""
+        write back); for those of other processes it waits in the thread (`_took_the_writer`)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._writer_thread, self._run, work)
 
@@ -108,6 +109,7 @@ class SQLiteBackend:
                 execution_options=WRITE,
             )
             event.listen(self._writer, "connect", _configure_sqlite)
+            event.listen(self._writer, "connect", _configure_writer)
             event.listen(self._writer, "begin", _begin_sqlite)
         with self._writer.begin() as conn:
             return work(conn)
@@ -296,8 +298,42 @@ def _rewrite_schema_version(conn: sa.Connection) -> None:
 
 
 def _begin_sqlite(conn: sa.Connection) -> None:
-    immediate = conn.get_execution_options().get("ingest_write", False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    write = conn.get_execution_options().get("ingest_write", False)
+    if write and _took_the_writer(conn.connection.driver_connection):
+        return
+    # A read; or a write that could not begin: once more through SQLAlchemy, whose error
+    # (a DBAPIError) is what the store's callers know.
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _configure_writer(dbapi_connection: Any, _record: Any) -> None:
+    # The writer's own wait (`_took_the_writer`) replaces SQLite's busy handler.
+    dbapi_connection.execute("PRAGMA busy_timeout=0")
+
+
+WRITER_WAIT_SECONDS = 30.0
+"""How long a write waits for other processes' writes before it fails (busy)."""
+WRITER_RETRY_SECONDS = 0.001
+
+
+def _took_the_writer(dbapi_connection: Any) -> bool:
+    """BEGIN IMMEDIATE, trying again every ms while another process writes; False on any
+    other error, or after WRITER_WAIT_SECONDS.
+
+    SQLite's busy handler sleeps ever longer between tries (1, 2, 5 ... 25, 50, 100 ms):
+    against a worker process whose transactions follow each other closely, a write that
+    had waited a while was let in up to 100 ms late, or lost to the worker's next
+    transaction again (POST /jobs p99 168 ms with `ingest worker` apart)."""
+    deadline = time.monotonic() + WRITER_WAIT_SECONDS
+    while True:
+        try:
+            dbapi_connection.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as exc:
+            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() > deadline:
+                return False
+        time.sleep(WRITER_RETRY_SECONDS)
 
 
 class PostgresBackend:
