@@ -4,13 +4,15 @@ into statements of up to 256 rows; PostgreSQL sends one executemany)."""
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import asyncpg
 import pytest
 import sqlalchemy as sa
 
 from app.model import NewJob
 from app.store.database import Database
-from app.store.dialect import MAX_GIVEN_ROWS, _in_statements
+from app.store.dialect import MAX_GIVEN_ROWS, NOTIFY_CHANNEL, _in_statements
 from app.store.jobs import JobStore
 from app.store.tables import domains, jobs, tenants
 
@@ -114,3 +116,43 @@ async def test_a_submit_does_not_queue_behind_writes_to_its_domain(pg_url):
     finally:
         await database.dispose()
     assert count == 3
+
+
+async def test_a_submit_is_one_round_trip_on_postgresql(pg_url, monkeypatch):
+    """Jobs, their domains and tenants, and the NOTIFY: one statement, and no transaction
+    begun around it (asyncpg's `transaction()` is how SQLAlchemy sends BEGIN)."""
+    database = Database(pg_url)
+    store = JobStore(database, clock=lambda: T0)
+    sent: list[str] = []
+    sa.event.listen(
+        database.engine.sync_engine, "before_cursor_execute", lambda *a: sent.append(a[2])
+    )
+    transaction = asyncpg.Connection.transaction
+
+    def begin(self: asyncpg.Connection, **kwargs: Any) -> Any:
+        sent.append("BEGIN")
+        return transaction(self, **kwargs)
+
+    monkeypatch.setattr(asyncpg.Connection, "transaction", begin)
+    new = [
+        NewJob(url=f"http://{d}.test/", domain=f"{d}.test", tenant=d, max_attempts=3)
+        for d in "abcab"
+    ]
+    woken = asyncio.Event()
+    try:
+        async with database.read() as conn:
+            listener = (await conn.get_raw_connection()).driver_connection
+            await listener.add_listener(NOTIFY_CHANNEL, lambda *_: woken.set())
+            sent.clear()
+            await store.submit(new)
+            submit_sent = list(sent)
+            await asyncio.wait_for(woken.wait(), timeout=10)
+        async with database.read() as conn:
+            counts = [
+                (await conn.execute(sa.select(sa.func.count()).select_from(table))).scalar()
+                for table in (jobs, domains, tenants)
+            ]
+    finally:
+        await database.dispose()
+    assert len(submit_sent) == 1 and "INSERT" in submit_sent[0], submit_sent
+    assert counts == [5, 3, 3]

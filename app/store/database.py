@@ -6,7 +6,7 @@ writes are written once, as plain SQLAlchemy Core, for both databases.
 """
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.dialect import Backend, backend_for
+from app.store.dialect import Backend, NewRows, backend_for
 
 if TYPE_CHECKING:  # Alembic is imported where it migrates: a worker never does (~0.5 s).
     from alembic.config import Config
@@ -59,6 +59,11 @@ class Database:
         """Run `work(conn)` in one write transaction: committed when it returns, rolled back
         when it raises. `work` issues its statements and computes nothing else."""
         return await self.backend.transact(self.engine, work)
+
+    async def insert_and_wake(self, writes: Sequence[NewRows]) -> None:
+        """Insert every write's rows, all or nothing, and wake the workers of other
+        processes where the backend can (`Backend.insert_and_wake`)."""
+        await self.backend.insert_and_wake(self.engine, writes)
 
     async def ping(self) -> None:
         async with self.read() as conn:

@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from app.model import FINISHED, JobStatus, NewJob
 from app.scheduling import DomainState, waiting_for
 from app.store.database import Database
+from app.store.dialect import NewRows
 from app.store.tables import (
     DUE_SINCE,
     Attempt,
@@ -174,20 +175,19 @@ class JobStore:
         """Insert jobs, all or nothing, and wake the workers."""
         now = self.clock()
         rows = [self._row(new, now) for new in new_jobs]
-        backend = self.db.backend
         new_domains = [
             {"domain": d, "consecutive_failures": 0, "in_flight": 0}
             for d in sorted({r["domain"] for r in rows})
         ]
         new_tenants = [{"tenant": t} for t in sorted({r["tenant"] for r in rows})]
 
-        def insert(conn: sa.Connection) -> None:
-            backend.insert_each(conn, jobs, rows)
-            backend.insert_each(conn, domains, new_domains, skip_existing=True)
-            backend.insert_each(conn, tenants, new_tenants, skip_existing=True)
-            backend.notify(conn)
-
-        await self.db.transact(insert)
+        await self.db.insert_and_wake(
+            [
+                NewRows(jobs, rows),
+                NewRows(domains, new_domains, skip_existing=True),
+                NewRows(tenants, new_tenants, skip_existing=True),
+            ]
+        )
         self.on_submit()
         # Not read back: a new job says it is not due yet, never what its domain does.
         return [
