@@ -6,6 +6,7 @@ worker and no API, so it never imports FastAPI.
 
 import asyncio
 import errno
+import gc
 import logging
 import os
 import signal
@@ -44,8 +45,18 @@ def serve_api(host: str | None, port: int | None) -> None:
     # `ingest worker`.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _already_stopped)
+    _freeze_start_up()
     uvicorn.Server(config).run(sockets=[listener])
     log.info("ingest serve stopped")
+
+
+def _freeze_start_up() -> None:
+    """Leave what start-up built (modules, classes, the app: most of the heap, all of it
+    alive for good) out of the garbage collector's full passes. Each pass walked all of it,
+    holding the interpreter lock: with the worker draining, a pass came every few seconds
+    and took 80-90 ms, which every request in flight waited for (POST /jobs p99)."""
+    gc.collect()
+    gc.freeze()
 
 
 def _already_stopped(signum: int, _frame: object) -> None:
@@ -133,6 +144,7 @@ async def _work(settings: Settings, metrics: Metrics) -> None:
         loop.add_signal_handler(signum, runtime.stop_worker)
     try:
         await runtime.start(metrics)
+        _freeze_start_up()
         await runtime.wait()
     finally:
         await runtime.stop()
