@@ -327,7 +327,12 @@ def main() -> None:
     )
     add("--hosts", type=int, default=1000, help="domains of the hosts scenario (default 1000)")
     add("--slow-delay-ms", type=float, default=100.0, help="slow scenario's target delay")
-    add("--submit-backlog", type=int, default=10_000, help="jobs queued before serve starts")
+    add(
+        "--submit-backlog",
+        type=int,
+        default=50_000,
+        help="jobs queued before serve starts; enough to keep its worker busy (default 50000)",
+    )
     add("--submit-rate", type=float, default=20.0, help="POST /jobs per second (default 20)")
     add("--submit-seconds", type=float, default=10.0, help="of POSTs (default 10)")
     add("--fair-pending", type=int, default=100_000)

@@ -197,6 +197,10 @@ async def submit_while_draining(
     await probe.database.dispose()
     if failed:
         raise RuntimeError(f"{failed} jobs dead or cancelled")
+    if after < args.submit_rate:
+        # Fewer left than a second of POSTs: the worker ran out of work before the POSTs
+        # ended, so some answered beside an idle worker.
+        raise RuntimeError(f"the backlog ran out ({after} left): raise --submit-backlog")
     ours = cpu_between(first, last) + last.server - first.server
     return {
         "post_p50_ms": percentile(posts, 0.5),
