@@ -19,6 +19,9 @@ differs:
 - inserting rows unless their key exists (`Backend.insert_each(skip_existing=True)`):
   PostgreSQL's ON CONFLICT DO NOTHING waits for a transaction that updated the existing
   row, so there the insert looks for the row first;
+- a submit's inserts and wake-up (`Backend.insert_and_wake`): one statement on
+  PostgreSQL (a round trip each would wait for the interpreter lock when the worker shares
+  the process); on SQLite, statements in one write transaction, and no wake-up;
 - many rows' writes (`Backend.update_each`, `Backend.insert_each`): PostgreSQL's
   driver pipelines an executemany; SQLite steps it row by row in the writer thread, and
   every step lets go of the interpreter lock and waits to get it back (up to 5 ms when the
