@@ -47,7 +47,7 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -525,9 +525,15 @@ def _pg_insert_missing_each(table: sa.Table, keys: tuple[str, ...]) -> sa.Insert
     a submit would queue behind the worker's transactions), while the look reads the
     committed row without waiting. ON CONFLICT still settles two first inserts at once."""
     params = {key: sa.bindparam(key, type_=table.c[key].type) for key in keys}
-    there = sa.exists().where(*(column == params[column.name] for column in table.primary_key))
-    row = sa.select(*params.values()).where(~there)
+    row = sa.select(*params.values()).where(_missing_from(table, params))
     return pg_insert(table).from_select(list(keys), row).on_conflict_do_nothing()
+
+
+def _missing_from(
+    table: sa.Table, row: Mapping[str, sa.ColumnElement[Any]]
+) -> sa.ColumnElement[bool]:
+    """No row of `table` has the primary key of `row` (its values by column name)."""
+    return ~sa.exists().where(*(pk == row[pk.name] for pk in table.primary_key))
 
 
 def _column_of(table: sa.Table, key: str) -> str:
@@ -549,8 +555,7 @@ def _pg_insert_and_wake(
         given = sa.func.unnest(*arrays).table_valued(*keys).render_derived(f"given_{table.name}")
         rows = sa.select(*(given.c[key] for key in keys))
         if skip_existing:  # Looked for first: see `_pg_insert_missing_each`.
-            there = sa.exists().where(*(pk == given.c[pk.name] for pk in table.primary_key))
-            rows = rows.where(~there)
+            rows = rows.where(_missing_from(table, {key: given.c[key] for key in keys}))
         insert = pg_insert(table).from_select(list(keys), rows)
         if skip_existing:
             insert = insert.on_conflict_do_nothing()
