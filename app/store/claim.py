@@ -29,7 +29,7 @@ import functools
 import math
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -40,6 +40,7 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.dialect import (
     Backend,
+    all_rows,
     each_of,
     joins_lateral,
     lock_rows,
@@ -140,6 +141,12 @@ def _firsts(tenant: sa.ColumnElement[str], blocked: sa.CTE) -> sa.Select[Any]:
             jobs.c.priority,
             jobs.c.created_at,
             DUE_SINCE.label("due_since"),
+            # What the lease needs beyond the candidate: read here, not returned by the
+            # take (the rows are locked, so the take changes them as read).
+            jobs.c.url,
+            jobs.c.attempts,
+            jobs.c.max_attempts,
+            jobs.c.deferrals,
         )
         .where(jobs.c.tenant == tenant, claimable_now(blocked))
         .order_by(jobs.c.priority.desc(), jobs.c.created_at)
@@ -188,16 +195,6 @@ _TAKE = (
         started_at=_now(),
         updated_at=_now(),
     )
-    .returning(
-        jobs.c.id,
-        jobs.c.url,
-        jobs.c.domain,
-        jobs.c.tenant,
-        jobs.c.attempts,
-        jobs.c.max_attempts,
-        jobs.c.deferrals,
-        jobs.c.lease_id,
-    )
 )
 
 _COUNT_STARTS = (
@@ -224,26 +221,40 @@ async def anything_claimable(conn: AsyncConnection, now: datetime, settings: Set
     return (await conn.execute(_ANYTHING_CLAIMABLE, _bound(now, settings))).first() is not None
 
 
+class _Leasable(NamedTuple):
+    """What a candidate's lease needs beyond the candidate, read with it."""
+
+    url: str
+    attempts: int
+    max_attempts: int
+    deferrals: int
+
+
 def find_candidates(
     conn: sa.Connection, limit: int, now: datetime, settings: Settings
-) -> tuple[dict[str, datetime | None], list[Candidate]]:
-    """Steps 1 and 2: the waiting tenants (with when each was last served) and their
-    candidates. In a write transaction the candidates are locked as they are read."""
-    rows = conn.execute(_WAITING_TENANTS, _bound(now, settings, tenants=limit))
-    last_served = {row.tenant: row.last_served_at for row in rows}
+) -> tuple[dict[str, datetime | None], list[Candidate], dict[str, _Leasable]]:
+    """Steps 1 and 2: the waiting tenants (with when each was last served), their
+    candidates, and what each candidate's lease would need. In a write transaction the
+    candidates are locked as they are read."""
+    rows = all_rows(conn, _WAITING_TENANTS, _bound(now, settings, tenants=limit))
+    last_served = {tenant: last_served_at for tenant, last_served_at in rows}
     if not last_served:
-        return last_served, []
+        return last_served, [], {}
     # Twice the share each tenant would get in turn: room for jobs that domain limits turn
     # away within this claim, without locking far more candidates than one claim takes.
     per_tenant = min(2 * limit, max(2, math.ceil(2 * limit / len(last_served))))
     if joins_lateral(conn):
-        statement: sa.Executable = _CANDIDATES_JOINED
+        statement: sa.Select[Any] | sa.CompoundSelect[Any] = _CANDIDATES_JOINED
         tenants: dict[str, Any] = {"tenants": list(last_served)}
     else:
         statement = _candidates_apart(len(last_served))
         tenants = {f"t{i}": tenant for i, tenant in enumerate(last_served)}
-    found = conn.execute(statement, _bound(now, settings, per_tenant=per_tenant, **tenants))
-    return last_served, [Candidate(*row) for row in found]
+    found = all_rows(conn, statement, _bound(now, settings, per_tenant=per_tenant, **tenants))
+    return (
+        last_served,
+        [Candidate(*row[:6]) for row in found],
+        {row[0]: _Leasable(*row[6:]) for row in found},
+    )
 
 
 async def claim(
@@ -282,61 +293,64 @@ def claim_in(
     settings: Settings,
 ) -> list[Lease]:
     """Run steps 1-5 in the caller's write transaction."""
-    last_served, candidates = find_candidates(conn, limit, now, settings)
+    last_served, candidates, leasable = find_candidates(conn, limit, now, settings)
     if not candidates:
         return []
 
     names = sorted({c.domain for c in candidates})
     states = {
-        row.domain: DomainState(row.in_flight, row.next_start_at, row.paused_until)
-        for row in conn.execute(_LOCK_DOMAINS, {"domains": names})
+        domain: DomainState(in_flight, next_start_at, paused_until)
+        for domain, in_flight, next_start_at, paused_until in all_rows(
+            conn, _LOCK_DOMAINS, {"domains": names}
+        )
     }
     chosen = choose(candidates, last_served, states, limit, now, settings)
     if not chosen:
         return []
 
+    # One token for every job of this claim is enough: a claim takes a job once, and the
+    # next claim of the job writes a new token.
+    lease_id = uuid.uuid4().hex
     taken = {
         "ids": [c.id for c in chosen],
         "now": now,
         "until": now + timedelta(seconds=lease_seconds),
         "worker": worker_id,
-        # One token for every job of this claim is enough: a claim takes a job once, and the
-        # next claim of the job writes a new token.
-        "lease": uuid.uuid4().hex,
+        "lease": lease_id,
     }
-    due_since = {c.id: c.due_since for c in chosen}
-    rows = conn.execute(_TAKE, taken).all()
+    conn.execute(_TAKE, taken)
     _count_starts(conn, backend, chosen, now, settings)
     backend.insert_each(
         conn,
         attempts,
         [
             {
-                "job_id": r.id,
-                "number": r.attempts,
+                "job_id": c.id,
+                "number": leasable[c.id].attempts + 1,
                 "worker_id": worker_id,
                 "started_at": now,
-                "queue_lag_ms": _lag_ms(due_since[r.id], now),
+                "queue_lag_ms": _lag_ms(c.due_since, now),
             }
-            for r in rows
+            for c in chosen
         ],
     )
     return [
         Lease(
-            r.id,
-            r.url,
-            r.domain,
-            r.tenant,
-            r.attempts,
-            r.max_attempts,
-            r.deferrals,
+            c.id,
+            job.url,
+            c.domain,
+            c.tenant,
+            job.attempts + 1,
+            job.max_attempts,
+            job.deferrals,
             worker_id,
-            r.lease_id,
+            lease_id,
             now,
             # When it became due, read before the claim overwrote it: for the queue-lag metric.
-            due_since[r.id],
+            c.due_since,
         )
-        for r in rows
+        for c in chosen
+        for job in [leasable[c.id]]
     ]
 
 

@@ -42,7 +42,7 @@ from app.model import (
     Reschedule,
 )
 from app.store.deliveries import owe
-from app.store.dialect import Backend, floor_minus, lock_rows, storable_text
+from app.store.dialect import Backend, all_rows, floor_minus, lock_rows, storable_text
 from app.store.tables import attempts, contents, domains, jobs, status_is
 
 
@@ -69,6 +69,19 @@ def _lease_id() -> sa.ColumnElement[str]:
     # Jobs running since before migration 0005 have no lease id: their reaper's lease says "".
     return sa.func.coalesce(jobs.c.lease_id, "")
 
+
+_FENCE = lock_rows(
+    sa.select(
+        jobs.c.id,
+        _lease_id().label("lease_id"),
+        jobs.c.callback_url.is_not(None).label("hooked"),
+    ).where(jobs.c.id.in_(sa.bindparam("ids", expanding=True)), status_is(JobStatus.RUNNING))
+)
+"""The running jobs among `ids`, locked, with their lease ids: which outcomes are held."""
+
+_STREAKS = sa.select(domains.c.domain, domains.c.consecutive_failures).where(
+    domains.c.domain.in_(sa.bindparam("domains", expanding=True))
+)
 
 _LEFT_RUNNING: dict[str, Any] = {
     "lease_expires_at": None,
@@ -163,22 +176,9 @@ def record(
     if not outcomes:
         return Recorded([], {})
     tokens = {(o.lease.id, o.lease.lease_id) for o in outcomes}
-    fence = conn.execute(
-        lock_rows(
-            sa.select(
-                jobs.c.id,
-                _lease_id().label("lease_id"),
-                jobs.c.callback_url.is_not(None).label("hooked"),
-            ).where(
-                jobs.c.id.in_(sa.bindparam("ids", expanding=True)),
-                status_is(JobStatus.RUNNING),
-            )
-        ),
-        {"ids": sorted(job_id for job_id, _ in tokens)},
-    )
-    rows = list(fence)
-    held = {(row.id, row.lease_id) for row in rows} & tokens
-    hooked = {row.id for row in rows if row.hooked}
+    rows = all_rows(conn, _FENCE, {"ids": sorted(job_id for job_id, _ in tokens)})
+    held = {(job_id, lease_id) for job_id, lease_id, _ in rows} & tokens
+    hooked = {job_id for job_id, _, is_hooked in rows if is_hooked}
     kept = [o for o in outcomes if (o.lease.id, o.lease.lease_id) in held]
     if not kept:
         return Recorded([], {})
@@ -192,11 +192,7 @@ def record(
             owe(conn, owed, event, now, webhook_max_attempts)
     failures: dict[str, int] = {}
     if plan.failing:
-        streaks = sa.select(domains.c.domain, domains.c.consecutive_failures).where(
-            domains.c.domain.in_(sa.bindparam("domains", expanding=True))
-        )
-        streak_rows = conn.execute(streaks, {"domains": plan.failing})
-        failures = {row.domain: row.consecutive_failures for row in streak_rows}
+        failures = dict(all_rows(conn, _STREAKS, {"domains": plan.failing}))
     return Recorded(kept, failures)
 
 
