@@ -1,6 +1,7 @@
-"""Writes of many rows at once (`Backend.update_each`, `Backend.insert_each`): every
+"""Writes of many rows at once (`Backend.updates`, `Backend.inserts`): every
 row written with its own values, types kept, whatever the count (SQLite splits the rows
-into statements of up to 256 rows; PostgreSQL sends one executemany)."""
+into statements of up to 256 rows; PostgreSQL sends one executemany). Reads of many rows
+(`all_rows`, one JSON row on SQLite): every row, of the types a plain read gives."""
 
 import asyncio
 from datetime import UTC, datetime, timedelta
@@ -12,7 +13,7 @@ import sqlalchemy as sa
 
 from app.model import NewJob
 from app.store.database import Database
-from app.store.dialect import MAX_GIVEN_ROWS, NOTIFY_CHANNEL, _in_statements
+from app.store.dialect import MAX_GIVEN_ROWS, NOTIFY_CHANNEL, _in_statements, all_rows
 from app.store.jobs import JobStore
 from app.store.tables import domains, jobs, tenants
 
@@ -51,10 +52,10 @@ async def test_each_row_is_written_with_its_own_values(database_url, count):
     try:
         # Half the rows exist already: inserting them again is skipped, not an error.
         existing = [{"domain": d, "consecutive_failures": 7, "in_flight": 1} for d in names[::2]]
-        await database.transact(lambda conn: backend.insert_each(conn, domains, existing))
+        await database.transact(lambda conn: backend.inserts(domains, existing).run(conn))
         rows = [{"domain": d, "consecutive_failures": 0, "in_flight": 0} for d in names]
         await database.transact(
-            lambda conn: backend.insert_each(conn, domains, rows, skip_existing=True)
+            lambda conn: backend.inserts(domains, rows, skip_existing=True).run(conn)
         )
 
         bumps = [
@@ -66,7 +67,7 @@ async def test_each_row_is_written_with_its_own_values(database_url, count):
             }
             for i, d in enumerate(names)
         ]
-        await database.transact(lambda conn: backend.update_each(conn, BUMP, bumps))
+        await database.transact(lambda conn: backend.updates(BUMP, bumps).run(conn))
 
         async with database.read() as conn:
             found = (await conn.execute(sa.select(domains).order_by(domains.c.domain))).all()
@@ -80,16 +81,72 @@ async def test_each_row_is_written_with_its_own_values(database_url, count):
         assert row.paused_until == (None if i % 2 else T0 + timedelta(seconds=i))
 
 
+def _domains_where(condition: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    return sa.select(
+        domains.c.domain,
+        domains.c.in_flight,
+        domains.c.paused_until,
+        domains.c.pause_reason,
+        (domains.c.in_flight > 1).label("busy"),
+    ).where(domains.c.domain.in_(sa.bindparam("names", expanding=True)), condition)
+
+
+SOME_DOMAINS = _domains_where(sa.true())
+SOME_DOMAINS_IN_TWO = sa.union_all(
+    _domains_where(domains.c.in_flight < 2), _domains_where(domains.c.in_flight >= 2)
+)
+
+
+async def test_all_rows_reads_what_a_plain_read_does(database_url):
+    """Every row, each value as a plain execute gives it (timestamps with their zone and
+    microseconds, booleans, nulls, integers, text with quotes, backslashes and non-ASCII),
+    of a SELECT and of a UNION ALL; an empty list when nothing matches."""
+    database = Database(database_url)
+    backend = database.backend
+    rows = [
+        {
+            "domain": f"d{i}.test",
+            "consecutive_failures": 0,
+            "in_flight": i,
+            "paused_until": None if i % 2 else T0 + timedelta(seconds=i, microseconds=7),
+            "pause_reason": None if i % 3 else f'"{i}" \\ é ✓ [1, {{}}]',
+        }
+        for i in range(5)
+    ]
+    names = {"names": [row["domain"] for row in rows]}
+
+    def read(conn: sa.Connection) -> list[Any]:
+        return [
+            (sorted(all_rows(conn, statement, params)), sorted(conn.execute(statement, params)))
+            for statement in (SOME_DOMAINS, SOME_DOMAINS_IN_TWO)
+            for params in (names, {"names": ["none.test"]})
+        ]
+
+    try:
+        await database.transact(lambda conn: backend.inserts(domains, rows).run(conn))
+        reads = await database.transact(read)
+    finally:
+        await database.dispose()
+    for packed, plain in reads:
+        assert packed == [tuple(row) for row in plain]
+    everything = reads[0][0]
+    assert len(everything) == 5
+    assert everything[2] == ("d2.test", 2, T0 + timedelta(seconds=2, microseconds=7), None, True)
+    assert everything[3] == ("d3.test", 3, None, '"3" \\ é ✓ [1, {}]', True)
+    assert [type(value) for value in everything[0]] == [str, int, datetime, str, bool]
+    assert reads[1][0] == []
+
+
 async def test_a_row_without_a_bound_parameter_is_refused(database_url):
     """A missing value is an error, as SQLAlchemy's own executemany makes it, never a null."""
     database = Database(database_url)
     backend = database.backend
     try:
         rows = [{"domain": "a.test", "consecutive_failures": 0, "in_flight": 0}]
-        await database.transact(lambda conn: backend.insert_each(conn, domains, rows))
+        await database.transact(lambda conn: backend.inserts(domains, rows).run(conn))
         bumps = [{"d": "a.test", "n": 1, "reason": None}]  # no "until"
         with pytest.raises((KeyError, sa.exc.StatementError)):
-            await database.transact(lambda conn: backend.update_each(conn, BUMP, bumps))
+            await database.transact(lambda conn: backend.updates(BUMP, bumps).run(conn))
         async with database.read() as conn:
             in_flight = (await conn.execute(sa.select(domains.c.in_flight))).scalar_one()
     finally:

@@ -23,7 +23,7 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
-from app.store.tables import Domain, Tenant
+from app.store.tables import Domain, Tenant, contents, domains
 from tests.outcomes import failed, is_dead, record, succeeded, take_back_expired
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -114,6 +114,33 @@ async def test_stale_worker_write_is_a_no_op(store):
     assert True is await record(queue, succeeded(fresh, RESULT), NOW + timedelta(seconds=5))
     outcomes = [(a.number, a.worker_id, a.outcome) for a in await jobs.attempts(job.id)]
     assert [(1, "old", "interrupted"), (2, "new", "succeeded")] == outcomes
+
+
+async def test_a_batch_records_the_held_outcomes_and_drops_the_stale(store):
+    """One record of two outcomes, one of them stale (its lease taken back and the job
+    claimed again): the held one is recorded whole; the stale one writes nothing, neither
+    its job, its attempt, its content nor its domain's slot."""
+    jobs, queue = store
+    (job_a,), (job_b,) = await jobs.submit([new("/a")]), await jobs.submit([new("/b")])
+    (stale,) = await queue.claim("old", 1, NOW, 1)
+    (held,) = await queue.claim("w", 1, NOW, 60)
+    await take_back_expired(queue, NOW + timedelta(seconds=2))
+    (fresh,) = await queue.claim("new", 1, NOW + timedelta(seconds=3), 60)
+    assert (stale.id, held.id, fresh.id) == (job_a.id, job_b.id, job_a.id)
+
+    batch = [succeeded(stale, replace(RESULT, body=b"stale")), succeeded(held, RESULT)]
+    recorded = await queue.record(batch, NOW + timedelta(seconds=4))
+
+    assert [held] == [outcome.lease for outcome in recorded.outcomes]
+    a, b = await jobs.get(job_a.id), await jobs.get(job_b.id)
+    assert (a.status, a.worker_id, b.status) == (JobStatus.RUNNING, "new", JobStatus.SUCCEEDED)
+    attempts = [(x.number, x.worker_id, x.outcome) for x in await jobs.attempts(job_a.id)]
+    assert [(1, "old", "interrupted"), (2, "new", None)] == attempts
+    async with jobs.db.read() as conn:
+        stored = (await conn.execute(sa.select(contents.c.job_id))).scalars().all()
+        in_flight = (await conn.execute(sa.select(domains.c.in_flight))).scalar_one()
+    assert [job_b.id] == stored
+    assert 1 == in_flight  # the fresh claim of A
 
 
 async def test_a_stale_attempt_cannot_touch_the_retried_job(store):

@@ -320,8 +320,7 @@ def claim_in(
     }
     conn.execute(_TAKE, taken)
     _count_starts(conn, backend, chosen, now, settings)
-    backend.insert_each(
-        conn,
+    backend.inserts(
         attempts,
         [
             {
@@ -333,7 +332,7 @@ def claim_in(
             }
             for c in chosen
         ],
-    )
+    ).run(conn)
     return [
         Lease(
             c.id,
@@ -374,14 +373,13 @@ def _count_starts(
         starts[candidate.domain] = starts.get(candidate.domain, 0) + 1
     interval = settings.domain_min_interval_seconds
     next_start = now + timedelta(seconds=interval) if interval else None
-    backend.update_each(
-        conn,
+    backend.updates(
         _COUNT_STARTS,
         [
             {"d": domain, "n": n, "now": now, "next_start": next_start}
             for domain, n in sorted(starts.items())
         ],
-    )
+    ).run(conn)
     # Tenants served in this claim keep their turn order: a microsecond apart. The rows are
     # updated in name order, like the domains': two claims that serve the same tenants in
     # different turn orders would otherwise lock them crosswise and deadlock (PostgreSQL).
@@ -389,4 +387,4 @@ def _count_starts(
         t: now + timedelta(microseconds=i)
         for i, t in enumerate(dict.fromkeys(c.tenant for c in chosen))
     }
-    backend.update_each(conn, _TURNS, [{"t": t, "at": at} for t, at in sorted(turns.items())])
+    backend.updates(_TURNS, [{"t": t, "at": at} for t, at in sorted(turns.items())]).run(conn)

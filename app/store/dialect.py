@@ -16,17 +16,19 @@ differs:
   SQLite has no row locks (its compiler drops `FOR UPDATE`), and needs none, since
   `BEGIN IMMEDIATE` holds the one writer for the whole transaction;
 - partial indexes (`partial_index`): both have them, under a keyword of their own;
-- inserting rows unless their key exists (`Backend.insert_each(skip_existing=True)`):
+- inserting rows unless their key exists (`Backend.inserts(skip_existing=True)`):
   PostgreSQL's ON CONFLICT DO NOTHING waits for a transaction that updated the existing
   row, so there the insert looks for the row first;
 - a submit's inserts and wake-up (`Backend.insert_and_wake`): one statement on
   PostgreSQL (a round trip each would wait for the interpreter lock when the worker shares
   the process); on SQLite, statements in one write transaction, and no wake-up;
-- many rows' writes (`Backend.update_each`, `Backend.insert_each`): PostgreSQL's
-  driver pipelines an executemany; SQLite steps it row by row in the writer thread, and
-  every step lets go of the interpreter lock and waits to get it back (up to 5 ms when the
+- many rows' writes (`Backend.updates`, `Backend.inserts`): PostgreSQL's driver
+  pipelines an executemany; SQLite steps it row by row in the writer thread, and every
+  step lets go of the interpreter lock and waits to get it back (up to 5 ms when the
   worker's loop is busy: 40 rows took 40-60 ms), so there the rows go in as one statement
-  over a table of them (`_given`);
+  over a table of them (`_given`), compiled and bound before the writer is taken where
+  the rows are known before the transaction; many rows' reads (`all_rows`) come back as
+  one row on SQLite, for the same reason;
 - date arithmetic (`Backend.minutes_between`): SQLite has no interval type, only
   `julianday`; PostgreSQL subtracts timestamps into an interval;
 - which errors mean "the database cannot serve now" (`database_unavailable`): SQLite says
@@ -52,7 +54,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 import sqlalchemy as sa
@@ -94,7 +96,16 @@ class SQLiteBackend:
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="sqlite+aiosqlite")
         self._writer_thread = ThreadPoolExecutor(1, thread_name_prefix="ingest-sqlite-writer")
-        self._writer: sa.Engine | None = None
+        # Created here (no connection yet), so writes can be compiled for its dialect before
+        # they reach the writer thread (`updates`, `inserts`).
+        self._writer = sa.create_engine(
+            self.url.set(drivername="sqlite+pysqlite"),
+            connect_args={"timeout": 30},
+            execution_options=WRITE,
+        )
+        event.listen(self._writer, "connect", _configure_sqlite)
+        event.listen(self._writer, "connect", _configure_writer)
+        event.listen(self._writer, "begin", _begin_sqlite)
 
     def create_engine(self, pool_size: int) -> AsyncEngine:
         """The engine of reads (aiosqlite); writes have their own (`transact`)."""
@@ -116,48 +127,41 @@ class SQLiteBackend:
         return await loop.run_in_executor(self._writer_thread, self._run, work)
 
     def _run(self, work: Callable[[sa.Connection], T]) -> T:
-        if self._writer is None:
-            self._writer = sa.create_engine(
-                self.url.set(drivername="sqlite+pysqlite"),
-                connect_args={"timeout": 30},
-                execution_options=WRITE,
-            )
-            event.listen(self._writer, "connect", _configure_sqlite)
-            event.listen(self._writer, "connect", _configure_writer)
-            event.listen(self._writer, "begin", _begin_sqlite)
         with self._writer.begin() as conn:
             return work(conn)
 
     async def dispose(self) -> None:
-        def close() -> None:
-            if self._writer is not None:
-                self._writer.dispose()
-
-        await asyncio.get_running_loop().run_in_executor(self._writer_thread, close)
+        await asyncio.get_running_loop().run_in_executor(self._writer_thread, self._writer.dispose)
         self._writer_thread.shutdown(wait=False)
 
-    def update_each(
-        self, conn: sa.Connection, statement: sa.Update, rows: Sequence[dict[str, Any]]
-    ) -> None:
+    def updates(self, statement: sa.Update, rows: Sequence[dict[str, Any]]) -> "Writes":
         """`statement` once per row of parameters (each row's keys its bound parameters'),
         as one statement per 256 rows over a table of them: `WITH given AS (...) UPDATE ...
-        FROM given`. The rowcount is not kept."""
+        FROM given`. The rowcount is not kept. Compiled and bound here, so a caller that
+        prepares its writes before the transaction holds the writer for running them only
+        (a statement over 64 rows takes 20-30 ms to compile, the first time)."""
         keys = tuple(rows[0]) if rows else ()
-        for size, params in _in_statements(rows):
-            _update_given(statement, keys, size, conn.dialect).run(conn, params)
+        dialect = self._writer.dialect
+        return _Runs(
+            [
+                _update_given(statement, keys, size, dialect).bound(params)
+                for size, params in _in_statements(rows)
+            ]
+        )
 
-    def insert_each(
-        self,
-        conn: sa.Connection,
-        table: sa.Table,
-        rows: Sequence[dict[str, Any]],
-        skip_existing: bool = False,
-    ) -> None:
+    def inserts(
+        self, table: sa.Table, rows: Sequence[dict[str, Any]], skip_existing: bool = False
+    ) -> "Writes":
         """Insert every row (skipping those whose key exists, with `skip_existing`), as a
-        statement per 256 rows (`update_each`): `WITH given AS (...) INSERT ... SELECT`."""
+        statement per 256 rows (`updates`): `WITH given AS (...) INSERT ... SELECT`."""
         keys = tuple(rows[0]) if rows else ()
-        for size, params in _in_statements(rows):
-            _insert_given(table, keys, size, skip_existing, conn.dialect).run(conn, params)
+        dialect = self._writer.dialect
+        return _Runs(
+            [
+                _insert_given(table, keys, size, skip_existing, dialect).bound(params)
+                for size, params in _in_statements(rows)
+            ]
+        )
 
     async def insert_and_wake(self, engine: AsyncEngine, writes: Sequence[NewRows]) -> None:
         """Insert every write's rows, all or nothing. No other process is woken: SQLite
@@ -165,7 +169,7 @@ class SQLiteBackend:
 
         def insert(conn: sa.Connection) -> None:
             for write in writes:
-                self.insert_each(conn, write.table, write.rows, write.skip_existing)
+                self.inserts(write.table, write.rows, write.skip_existing).run(conn)
 
         await self.transact(engine, insert)
 
@@ -257,14 +261,45 @@ class _Compiled:
         )
         return cls(compiled.string, slots)
 
-    def run(self, conn: sa.Connection, params: dict[str, Any]) -> None:
+    def bound(self, params: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+        """The SQL and its positional values, processed as SQLAlchemy would."""
         values = []
         for name, process, fixed in self.slots:
             value = params.get(name, fixed)
             if value is _REQUIRED:
                 raise KeyError(f"no value for the bound parameter {name!r}")
             values.append(value if process is None else process(value))
-        conn.exec_driver_sql(self.sql, tuple(values))
+        return self.sql, tuple(values)
+
+
+class Writes(Protocol):
+    """Statements of many rows, compiled and bound (`Backend.updates`, `Backend.inserts`),
+    to run in a write transaction."""
+
+    def run(self, conn: sa.Connection) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """SQLite's: each statement's SQL and values, ready for the driver."""
+
+    statements: list[tuple[str, tuple[Any, ...]]]
+
+    def run(self, conn: sa.Connection) -> None:
+        for sql, values in self.statements:
+            conn.exec_driver_sql(sql, values)
+
+
+@dataclass(frozen=True)
+class _ExecuteMany:
+    """PostgreSQL's: one executemany, which asyncpg sends in one round trip."""
+
+    statement: sa.Update | sa.Insert
+    rows: Sequence[dict[str, Any]]
+
+    def run(self, conn: sa.Connection) -> None:
+        if self.rows:
+            conn.execute(self.statement, self.rows)
 
 
 @functools.lru_cache(maxsize=128)
@@ -400,27 +435,18 @@ class PostgresBackend:
         only add WAL and dead rows to a shared server; writes that fail all the same answer
         503 where they happen."""
 
-    def update_each(
-        self, conn: sa.Connection, statement: sa.Update, rows: Sequence[dict[str, Any]]
-    ) -> None:
-        """`statement` once per row of parameters: one executemany, which asyncpg sends in
-        one round trip."""
-        if rows:
-            conn.execute(statement, rows)
+    def updates(self, statement: sa.Update, rows: Sequence[dict[str, Any]]) -> Writes:
+        """`statement` once per row of parameters: one executemany."""
+        return _ExecuteMany(statement, rows)
 
-    def insert_each(
-        self,
-        conn: sa.Connection,
-        table: sa.Table,
-        rows: Sequence[dict[str, Any]],
-        skip_existing: bool = False,
-    ) -> None:
-        if not rows:
-            return
-        if skip_existing:
-            conn.execute(_pg_insert_missing_each(table, tuple(rows[0])), rows)
-        else:
-            conn.execute(sa.insert(table), rows)
+    def inserts(
+        self, table: sa.Table, rows: Sequence[dict[str, Any]], skip_existing: bool = False
+    ) -> Writes:
+        """Insert every row (skipping those whose key exists, with `skip_existing`: looked
+        for first, `_pg_insert_missing_each`)."""
+        if skip_existing and rows:
+            return _ExecuteMany(_pg_insert_missing_each(table, tuple(rows[0])), rows)
+        return _ExecuteMany(sa.insert(table), rows)
 
     async def insert_and_wake(self, engine: AsyncEngine, writes: Sequence[NewRows]) -> None:
         """Insert every write's rows, all or nothing, and wake the workers that LISTEN.

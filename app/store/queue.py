@@ -58,10 +58,9 @@ class Queue:
         if not outcomes:
             return record.Recorded([], {})
         max_attempts = self.settings.webhook_max_attempts
-        backend = self.db.backend
-        return await self.db.transact(
-            lambda conn: record.record(conn, backend, outcomes, now, max_attempts)
-        )
+        # Compiled and bound here, before the writer is taken (`record.Recording`).
+        recording = record.Recording(self.db.backend, outcomes, now)
+        return await self.db.transact(lambda conn: record.record(conn, recording, max_attempts))
 
     async def pause_domain(self, domain: str, pause: DomainPause) -> bool:
         """Pause `domain` unless it is paused longer already; True if this pause is stored."""

@@ -5,7 +5,7 @@ no death, no pause. Each outcome is fenced on its lease: the job must still be `
 under the claim's `lease_id`, so the late write of an attempt whose lease was taken back
 changes nothing. The rows are read and locked first (`FOR UPDATE` on PostgreSQL; SQLite's
 `BEGIN IMMEDIATE` already holds the writer), then written with one statement per kind of
-change (`Backend.update_each`: an executemany on PostgreSQL, a statement over a table of the
+change (`Backend.updates`: an executemany on PostgreSQL, a statement over a table of the
 rows on SQLite), so a batch costs the same few round trips whatever its size:
 
 1. the held jobs: status, budget, `retry_after`, result or last error (one statement per
@@ -15,8 +15,9 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
 5. their domains: one slot each freed, and the failure streak moved on.
 
-Every value is built before the transaction opens: the SQLite writer is held for the
-statements, not for Python work.
+Every statement is compiled and bound before the transaction opens (`Recording`): the
+SQLite writer is held for running them, not for Python work. Only when the fence drops
+outcomes (their leases were taken back meanwhile) are the rest's built again inside.
 
 Why one module past 300 lines: one transaction in the steps above; split, its fencing
 would be read in pieces.
@@ -42,7 +43,7 @@ from app.model import (
     Reschedule,
 )
 from app.store.deliveries import owe
-from app.store.dialect import Backend, all_rows, floor_minus, lock_rows, storable_text
+from app.store.dialect import Backend, Writes, all_rows, floor_minus, lock_rows, storable_text
 from app.store.tables import attempts, contents, domains, jobs, status_is
 
 
@@ -165,14 +166,19 @@ _FREE_SLOTS = (
 )
 
 
-def record(
-    conn: sa.Connection,
-    backend: Backend,
-    outcomes: Sequence[Outcome],
-    now: datetime,
-    webhook_max_attempts: int,
-) -> Recorded:
+class Recording:
+    """Outcomes to record at `now`, their writes compiled and bound (`_Plan`)."""
+
+    def __init__(self, backend: Backend, outcomes: Sequence[Outcome], now: datetime) -> None:
+        self.backend = backend
+        self.outcomes = list(outcomes)
+        self.now = now
+        self.plan = _Plan(backend, self.outcomes, now)
+
+
+def record(conn: sa.Connection, recording: Recording, webhook_max_attempts: int) -> Recorded:
     """In the caller's write transaction: record the outcomes whose leases are still held."""
+    outcomes, now = recording.outcomes, recording.now
     if not outcomes:
         return Recorded([], {})
     tokens = {(o.lease.id, o.lease.lease_id) for o in outcomes}
@@ -182,11 +188,10 @@ def record(
     kept = [o for o in outcomes if (o.lease.id, o.lease.lease_id) in held]
     if not kept:
         return Recorded([], {})
-    plan = _Plan(kept, now)
-    for statement, params in plan.writes():
-        backend.update_each(conn, statement, params)
-    if plan.contents:
-        backend.insert_each(conn, contents, plan.contents, skip_existing=True)
+    whole = len(kept) == len(outcomes)
+    plan = recording.plan if whole else _Plan(recording.backend, kept, now)
+    for writes in plan.writes:
+        writes.run(conn)
     for event, ids in plan.finished.items():
         if owed := [job_id for job_id in ids if job_id in hooked]:
             owe(conn, owed, event, now, webhook_max_attempts)
@@ -197,9 +202,9 @@ def record(
 
 
 class _Plan:
-    """The parameters of every statement `record` runs, built before the transaction."""
+    """Every statement `record` runs, compiled and bound for these outcomes."""
 
-    def __init__(self, outcomes: list[Outcome], now: datetime) -> None:
+    def __init__(self, backend: Backend, outcomes: list[Outcome], now: datetime) -> None:
         self.succeed: list[dict[str, Any]] = []
         self.fail: list[dict[str, Any]] = []
         self.hand_back: list[dict[str, Any]] = []
@@ -227,6 +232,18 @@ class _Plan:
         self.failing = sorted(
             {o.lease.domain for o in outcomes if o.domain is DomainSignal.FAILING}
         )
+        updates = [
+            (_SUCCEED, self.succeed),
+            (_FAIL, self.fail),
+            (_HAND_BACK, self.hand_back),
+            (_CLOSE_ATTEMPT, self.close),
+            (_FREE_SLOTS, self.domains),
+        ]
+        self.writes: list[Writes] = [
+            backend.updates(statement, params) for statement, params in updates if params
+        ]
+        if self.contents:
+            self.writes.append(backend.inserts(contents, self.contents, skip_existing=True))
 
     def _job(self, outcome: Outcome, fence: dict[str, Any], now: datetime) -> None:
         decision = outcome.decision
@@ -281,16 +298,6 @@ class _Plan:
             self.hand_back.append(values)
         else:
             self.fail.append(values | _last_error(decision.failure))
-
-    def writes(self) -> list[tuple[Any, list[dict[str, Any]]]]:
-        statements = [
-            (_SUCCEED, self.succeed),
-            (_FAIL, self.fail),
-            (_HAND_BACK, self.hand_back),
-            (_CLOSE_ATTEMPT, self.close),
-            (_FREE_SLOTS, self.domains),
-        ]
-        return [(statement, params) for statement, params in statements if params]
 
 
 def _last_error(failure: Failure) -> dict[str, Any]:
