@@ -143,6 +143,20 @@ async def test_a_batch_records_the_held_outcomes_and_drops_the_stale(store):
     assert 1 == in_flight  # the fresh claim of A
 
 
+async def test_a_job_finished_at_the_cutoff_is_not_pruned(store):
+    """Retention deletes jobs finished before the cutoff: one finished at it stays, one a
+    microsecond later goes. (On SQLite the record's timestamps were once bound untyped and
+    stored in the driver's format, which sorts before the same instant as SQLAlchemy binds
+    it: the job finished at the cutoff was pruned.)"""
+    jobs, queue = store
+    await jobs.submit([new()])
+    (lease,) = await queue.claim("w", 1, NOW, 60)
+    finished = NOW + timedelta(seconds=1)
+    assert True is await record(queue, succeeded(lease, RESULT), finished)
+    assert 0 == await queue.prune(finished)
+    assert 1 == await queue.prune(finished + timedelta(microseconds=1))
+
+
 async def test_a_stale_attempt_cannot_touch_the_retried_job(store):
     """Same worker, same attempt number: after its lease was taken back and an operator
     retried the job, the first attempt's heartbeat, record and release change nothing, and

@@ -306,13 +306,16 @@ class _ExecuteMany:
 def _update_given(
     statement: sa.Update, keys: tuple[str, ...], size: int, dialect: Dialect
 ) -> _Compiled:
-    """`statement` with each bound parameter named in `keys` read from `given` instead."""
+    """`statement` with each bound parameter named in `keys` read from `given` instead, of
+    the type the compiler gives it: an untyped `bindparam("now")` assigned to a timestamp
+    column is a timestamp, bound as SQLAlchemy stores them ('2026-01-01 12:00:01.000000');
+    left untyped in `given`, the driver stored '2026-01-01 12:00:01+00:00', which sorts
+    before the same instant bound as SQLAlchemy does (a job finished at T was pruned as
+    finished before T)."""
     types: dict[str, Any] = {}
-
-    def note(bind: BindParameter[Any]) -> None:
-        types.setdefault(bind.key, bind.type)
-
-    visitors.traverse(statement, {}, {"bindparam": note})
+    for bind in statement.compile(dialect=dialect).binds.values():
+        if isinstance(types.get(bind.key, sa.types.NULLTYPE), sa.types.NullType):
+            types[bind.key] = bind.type
     given = _given(types, keys, size)
 
     def from_given(element: Any, **_: Any) -> Any:

@@ -158,7 +158,7 @@ _FREE_SLOTS = (
     .values(
         in_flight=floor_minus(domains.c.in_flight, sa.bindparam("freed")),
         consecutive_failures=sa.case(
-            (sa.bindparam("reset", sa.Boolean), sa.bindparam("streak")),
+            (sa.bindparam("reset", type_=sa.Boolean), sa.bindparam("streak")),
             else_=domains.c.consecutive_failures + sa.bindparam("streak"),
         ),
         updated_at=sa.bindparam("now"),
