@@ -188,8 +188,7 @@ def record(conn: sa.Connection, recording: Recording, webhook_max_attempts: int)
     kept = [o for o in outcomes if (o.lease.id, o.lease.lease_id) in held]
     if not kept:
         return Recorded([], {})
-    whole = len(kept) == len(outcomes)
-    plan = recording.plan if whole else _Plan(recording.backend, kept, now)
+    plan = recording.plan if len(kept) == len(outcomes) else _Plan(recording.backend, kept, now)
     for writes in plan.writes:
         writes.run(conn)
     for event, ids in plan.finished.items():
