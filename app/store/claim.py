@@ -25,6 +25,7 @@ Why one module past 300 lines: one transaction, its statements built once at imp
 steps above read top-down.
 """
 
+import dataclasses
 import functools
 import math
 import uuid
@@ -230,6 +231,10 @@ class _Leasable(NamedTuple):
     deferrals: int
 
 
+_CANDIDATE_COLUMNS = len(dataclasses.fields(Candidate))
+"""A candidate row's first columns (`_firsts`) are the Candidate; the rest, `_Leasable`."""
+
+
 def find_candidates(
     conn: sa.Connection, limit: int, now: datetime, settings: Settings
 ) -> tuple[dict[str, datetime | None], list[Candidate], dict[str, _Leasable]]:
@@ -252,8 +257,8 @@ def find_candidates(
     found = all_rows(conn, statement, _bound(now, settings, per_tenant=per_tenant, **tenants))
     return (
         last_served,
-        [Candidate(*row[:6]) for row in found],
-        {row[0]: _Leasable(*row[6:]) for row in found},
+        [Candidate(*row[:_CANDIDATE_COLUMNS]) for row in found],
+        {row[0]: _Leasable(*row[_CANDIDATE_COLUMNS:]) for row in found},
     )
 
 
