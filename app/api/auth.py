@@ -28,7 +28,7 @@ class Caller:
         return self.tenant is None
 
 
-def _caller(
+async def _caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
@@ -52,7 +52,7 @@ def tenant_of(given: str, keys: dict[str, str]) -> str | None:
     return found
 
 
-def _admin(caller: Annotated[Caller, Depends(_caller)]) -> Caller:
+async def _admin(caller: Annotated[Caller, Depends(_caller)]) -> Caller:
     if not caller.is_admin:
         raise HTTPException(403, "this needs an admin key (tenant *)")
     return caller

@@ -1,5 +1,10 @@
 """Request dependencies: the parts of the running system (`app.runtime.Runtime`) that the
-lifespan put on `app.state`."""
+lifespan put on `app.state`.
+
+Every dependency is `async def` though none awaits: FastAPI runs a plain `def` in its
+thread pool, and each of those hops to another thread and back waited for the interpreter
+lock while the worker drained on a thread of this process (tests/unit/test_routes_on_the_loop.py).
+"""
 
 from typing import Annotated
 
@@ -15,7 +20,7 @@ from app.store.reads import ContentStore
 from app.store.workers import WorkerStore
 
 
-def runtime(request: Request) -> Runtime:
+async def runtime(request: Request) -> Runtime:
     running: Runtime = request.app.state.runtime
     return running
 
@@ -23,31 +28,31 @@ def runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(runtime)]
 
 
-def _jobs(running: RuntimeDep) -> JobStore:
+async def _jobs(running: RuntimeDep) -> JobStore:
     return running.jobs
 
 
-def _settings(running: RuntimeDep) -> Settings:
+async def _settings(running: RuntimeDep) -> Settings:
     return running.settings
 
 
-def _database(running: RuntimeDep) -> Database:
+async def _database(running: RuntimeDep) -> Database:
     return running.database
 
 
-def _domains(running: RuntimeDep) -> DomainStore:
+async def _domains(running: RuntimeDep) -> DomainStore:
     return running.domains
 
 
-def _deliveries(running: RuntimeDep) -> DeliveryStore:
+async def _deliveries(running: RuntimeDep) -> DeliveryStore:
     return running.deliveries
 
 
-def _contents(running: RuntimeDep) -> ContentStore:
+async def _contents(running: RuntimeDep) -> ContentStore:
     return running.contents
 
 
-def _workers(running: RuntimeDep) -> WorkerStore:
+async def _workers(running: RuntimeDep) -> WorkerStore:
     return running.workers
 
 

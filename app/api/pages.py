@@ -64,7 +64,7 @@ def _clean(value: str | None, lower: bool = False) -> str | None:
     return (value.lower() if lower else value) or None
 
 
-def view_of(
+async def view_of(
     domain: Annotated[str | None, Query(max_length=300)] = None,
     tenant: Annotated[str | None, Query(max_length=100)] = None,
     q: Annotated[str | None, Query(max_length=2048)] = None,
