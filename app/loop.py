@@ -5,7 +5,9 @@ start it) run by a `Loop`. A tick answers how long the loop may wait before the 
 a wake-up (new work, a freed slot) cuts the wait short. A tick that raises (the database is
 away) is retried after a wait that grows with the failed ticks in a row, capped at
 `MAX_ERROR_WAIT`, which no wake-up cuts short; each retry is one log line, and a traceback
-is logged once per distinct error until a tick succeeds again.
+is logged once per distinct error until a tick succeeds again. A tick held back by what it
+depends on (`Held`) is neither: the loop waits, and says it recovered only once a tick
+has done its work again.
 
 A running loop says so in its process's metrics: `ingest_worker_up` is 1 from its start to
 its end, and `ingest_worker_last_tick_timestamp_seconds` moves with each tick that did not
@@ -16,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from app import observability as events
 from app.wording import counted, error_line
@@ -45,6 +48,17 @@ class Wakeup:
         self._event.clear()
 
 
+@dataclass(frozen=True)
+class Held:
+    """A tick's answer when it did nothing because what it depends on fails, logged where
+    that fails (the worker while its finished jobs cannot be recorded): the loop waits up to
+    `seconds`, cut short by a wake-up, as after a pass; but it was no pass (the liveness
+    metric does not move, and no "recovered" is logged) and no failure of its own (no log
+    line, and failed ticks before it still count)."""
+
+    seconds: float
+
+
 def error_wait(failed_ticks: int) -> float:
     """Seconds to wait after `failed_ticks` failed ticks in a row: 0.5, 1, 2, 4, 5, 5, ..."""
     return min(0.5 * 2.0 ** min(failed_ticks - 1, 10), MAX_ERROR_WAIT)
@@ -54,7 +68,7 @@ class Loop:
     def __init__(
         self,
         name: str,
-        tick: Callable[[], Awaitable[float]],
+        tick: Callable[[], Awaitable[float | Held]],
         log: logging.Logger,
         wakeup: Wakeup | None = None,
         role: str | None = None,
@@ -104,12 +118,15 @@ class Loop:
                 traced.add(error)
                 await self._wait_out_error(wait)
                 continue
-            events.loop_ticked(self.role)
-            if failed:
-                self.log.info(
-                    "%s: recovered after %s", self.name, counted(failed, "failed attempt")
-                )
-            failed, traced = 0, set()
+            if isinstance(wait, Held):
+                wait = wait.seconds
+            else:
+                events.loop_ticked(self.role)
+                if failed:
+                    self.log.info(
+                        "%s: recovered after %s", self.name, counted(failed, "failed attempt")
+                    )
+                failed, traced = 0, set()
             if wait > 0 and not self.stopping.is_set():
                 await self.wakeup.wait(wait)
 

@@ -39,7 +39,7 @@ from app import __version__, policy
 from app import observability as events
 from app.completer import Completer
 from app.fetch.fetcher import Fetcher
-from app.loop import Loop, Wakeup
+from app.loop import Held, Loop, Wakeup
 from app.model import Lease, WorkerPresence
 from app.settings import Settings
 from app.store.queue import Queue
@@ -119,15 +119,15 @@ class Worker:
         await self._report(stopped=True)
         log.info("worker %s stopped", self.id)
 
-    async def tick(self) -> float:
+    async def tick(self) -> float | Held:
         """One pass: take back expired leases and prune when due; top up the local queue with
         one claim. Returns how long the loop may wait before the next pass.
 
         Nothing while the completer cannot record (its write failed and is being tried
-        again): what this worker fetched now could not be recorded either. Its next record
-        wakes the loop."""
+        again): what this worker fetched now could not be recorded either. Held, so the
+        loop does not call that a recovery; the completer's next record wakes it."""
         if self.completer.failing:
-            return self._max_wait
+            return Held(self._max_wait)
         now = self.clock()
         if now >= self._next_take_back:
             self._next_take_back = now + timedelta(seconds=self._take_back_interval)

@@ -3,7 +3,7 @@
 import asyncio
 import logging
 
-from app.loop import MAX_ERROR_WAIT, Loop, error_wait
+from app.loop import MAX_ERROR_WAIT, Held, Loop, error_wait
 
 
 def test_error_wait_grows_then_caps():
@@ -116,3 +116,69 @@ async def test_a_wakeup_does_not_cut_an_error_wait_short():
     await asyncio.wait_for(running, 1)
     assert 2 == len(ticked_at), ticked_at  # at once, then after 0.5 s; the next is 1 s on
     assert ticked_at[1] >= 0.5
+
+
+async def test_a_held_tick_is_no_recovery(caplog, monkeypatch):
+    """A tick held back by what it depends on (the worker while its finished jobs cannot be
+    recorded) is not a recovery: no "recovered" line, no liveness tick, and a failure after
+    it counts on from the failures before it. The first tick that works says it recovered."""
+    waits: list[float] = []
+    ticked: list[str] = []
+
+    async def no_wait(self, timeout: float) -> None:
+        waits.append(timeout)
+
+    monkeypatch.setattr("app.loop.Loop._wait_out_error", no_wait)
+    monkeypatch.setattr("app.loop.events.loop_ticked", ticked.append)
+    answers: list[BaseException | float | Held] = [
+        ConnectionRefusedError("database unreachable"),
+        Held(0.0),
+        ConnectionRefusedError("database unreachable"),
+        Held(0.0),
+        0.0,
+    ]
+    calls: list[int] = []
+
+    async def tick() -> float | Held:
+        calls.append(len(calls))
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        if not answers:
+            loop.stop()
+        return answer
+
+    loop = Loop("worker w", tick, logging.getLogger("ingest.worker"))
+    caplog.set_level(logging.INFO, logger="ingest.worker")
+    await asyncio.wait_for(loop.run(), 5)
+
+    assert 5 == len(calls)
+    assert [0.5, 1.0] == waits, "the failure after a held tick is the second in a row"
+    lines = [r.getMessage() for r in caplog.records]
+    assert [
+        "worker w: ConnectionRefusedError: database unreachable; trying again in 0.5s",
+        "worker w: ConnectionRefusedError: database unreachable; trying again in 1s",
+        "worker w: recovered after 2 failed attempts",
+    ] == lines
+    assert ["worker w"] == ticked
+
+
+async def test_a_held_tick_waits_for_a_wakeup():
+    """After a held tick the loop waits as after a pass: a wake-up (the completer's next
+    record) starts the next tick at once."""
+    calls = []
+    first = asyncio.Event()
+
+    async def tick() -> float | Held:
+        calls.append(1)
+        first.set()
+        if len(calls) == 2:
+            loop.stop()
+        return Held(3600.0)
+
+    loop = Loop("worker w", tick, logging.getLogger("ingest.worker"))
+    running = asyncio.create_task(loop.run())
+    await first.wait()
+    loop.notify()
+    await asyncio.wait_for(running, 5)
+    assert 2 == len(calls)
