@@ -55,7 +55,8 @@ async def test_rate_limit_pauses_the_domain_and_nothing_else(make_settings, web,
 
 
 async def test_resume_clears_a_pause(make_settings, web):
-    """POST /domains/{domain}/resume lets a paused domain's jobs run at once."""
+    """POST /domains/{domain}/resume lets a paused domain's jobs run at once, and ends its
+    failure streak: the next failure counts as the first."""
     url = web.script("/long", Reply(429, headers={"Retry-After": "3600"}), Reply(200))
     async with running_app(make_settings()) as (_, client):
         job = await submit(client, url)
@@ -69,7 +70,10 @@ async def test_resume_clears_a_pause(make_settings, web):
         resumed = await client.post(f"/domains/{job['domain']}/resume")
         await eventually(lambda: _hit(web, "/after"), timeout=3)
         unknown = await client.post("/domains/nowhere.test/resume")
-    assert (200, None) == (resumed.status_code, resumed.json()["paused_until"])
+    assert 200 == resumed.status_code
+    assert (None, None, 0) == tuple(
+        resumed.json()[k] for k in ("paused_until", "pause_reason", "consecutive_failures")
+    )
     assert 404 == unknown.status_code
 
 

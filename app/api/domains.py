@@ -43,7 +43,7 @@ async def list_domains(domains: DomainsDep, _: AdminDep) -> DomainList:
 
 @router.post("/{domain}/resume", name="resume_domain", responses=responses(404))
 async def resume_domain(domain: str, domains: DomainsDep, _: AdminDep) -> DomainOut:
-    """Clear a domain's pause now; its jobs are due again (admin)."""
+    """Clear a domain's pause and failure streak now; its jobs are due again (admin)."""
     if not await domains.resume(domain):
         raise HTTPException(404, f"no domain {domain}")
     (resumed,) = await domains.overview(domains.clock(), domain=domain)

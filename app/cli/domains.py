@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 def domains(
     resume: Annotated[
-        str | None, typer.Option(help="Clear this domain's pause now, then list.")
+        str | None,
+        typer.Option(help="Clear this domain's pause and failure streak now, then list."),
     ] = None,
     wide: Annotated[
         bool, typer.Option("--wide", help="Every column, whole, however wide.")

@@ -46,13 +46,21 @@ class DomainStore:
             return [Domain(**row._mapping) for row in await conn.execute(stmt)]
 
     async def resume(self, domain: str) -> bool:
-        """Clear the domain's pause now. False if it has no row (no job ever named it)."""
+        """Clear the domain's pause and its failure streak now: by hand, a fresh start, so
+        the next failure counts as the first, not as one more of a streak that already
+        paused it (whose next pause would be longer still). False if it has no row (no job
+        ever named it)."""
         if not storable(domain):
             return False  # no row can hold it, and PostgreSQL would fail on a NUL
         stmt = (
             sa.update(domains)
             .where(domains.c.domain == domain.lower())
-            .values(paused_until=None, pause_reason=None, updated_at=self.clock())
+            .values(
+                paused_until=None,
+                pause_reason=None,
+                consecutive_failures=0,
+                updated_at=self.clock(),
+            )
         )
         backend = self.db.backend
 
