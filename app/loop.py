@@ -10,8 +10,8 @@ depends on (`Held`) is neither: the loop waits, and says it recovered only once 
 has done its work again.
 
 A running loop says so in its process's metrics: `ingest_worker_up` is 1 from its start to
-its end, and `ingest_worker_last_tick_timestamp_seconds` moves with each tick that did not
-fail (`app.observability`).
+its end, and `ingest_worker_last_tick_timestamp_seconds` moves with each tick that neither
+failed nor was held (`app.observability`).
 """
 
 import asyncio
