@@ -11,7 +11,7 @@ from app.store.database import Database
 from app.store.jobs import JobNotFound, JobStore, StateConflict
 from app.store.queue import Queue
 from app.store.retention import prune_jobs
-from app.store.tables import Attempt, Job, JobContent
+from app.store.tables import Attempt, JobContent, JobRow
 from tests.conftest import running_app
 from tests.outcomes import failed, record, succeeded
 
@@ -21,7 +21,7 @@ LATER = NOW + timedelta(days=10)
 RESULT = Fetched(200, "http://a.test/", "text/html", 4, "0" * 64, "t", 1, b"body", "t")
 FATAL = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
 
-jobs_table = Job.__table__
+jobs_table = JobRow.__table__
 
 
 class Clock:

@@ -49,8 +49,9 @@ def _ts(nullable: bool = True) -> Any:
     return Field(default=None, sa_type=UTCDateTime, nullable=nullable)
 
 
-class Job(SQLModel, table=True):
-    __tablename__ = "jobs"
+class JobFields(SQLModel):
+    """A job's columns: declared once for the table (`JobRow`) and for what reads return
+    (`Job`)."""
 
     id: str = Field(primary_key=True, max_length=36)
     url: str = Field(max_length=2048)
@@ -80,8 +81,7 @@ class Job(SQLModel, table=True):
     result_sha256: str | None = Field(default=None, max_length=64)
     result_title: str | None = None
     result_text_length: int | None = None
-    # `metadata` is reserved by SQLAlchemy's declarative base; the column keeps the name.
-    meta: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
+    meta: dict[str, Any] | None = None
     callback_url: str | None = Field(default=None, max_length=2048)
     idempotency_key: str | None = Field(default=None, max_length=255)
     # sha256 of the submitted body, to tell "same request again" from "same key, other body".
@@ -90,6 +90,13 @@ class Job(SQLModel, table=True):
     updated_at: datetime = _ts(nullable=False)
     started_at: datetime | None = _ts()
     finished_at: datetime | None = _ts()
+
+
+class Job(JobFields):
+    """A job as the store reads it. A plain model, not the mapped table class: building one
+    of those per row went through SQLAlchemy's instrumented attributes, 80 us a job, half
+    the API's time for a batch of 1,000 (7.5 us this way)."""
+
     # Not a column: set by the read that loaded the job with its domain's row.
     _blocked_by: Blocked | None = PrivateAttr(default=None)
 
@@ -103,6 +110,13 @@ class Job(SQLModel, table=True):
         """This job, saying `blocked` is what holds it back (a read's business only)."""
         self._blocked_by = blocked
         return self
+
+
+class JobRow(JobFields, table=True):
+    __tablename__ = "jobs"
+
+    # `metadata` is reserved by SQLAlchemy's declarative base; the column keeps the name.
+    meta: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
 
     __table_args__ = (
         sa.UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
@@ -294,7 +308,7 @@ class Delivery(SQLModel, table=True):
 
 
 # The handles every store module writes its SQL with.
-jobs: sa.Table = Job.__table__  # type: ignore[attr-defined]
+jobs: sa.Table = JobRow.__table__  # type: ignore[attr-defined]
 attempts: sa.Table = Attempt.__table__  # type: ignore[attr-defined]
 domains: sa.Table = Domain.__table__  # type: ignore[attr-defined]
 tenants: sa.Table = Tenant.__table__  # type: ignore[attr-defined]
