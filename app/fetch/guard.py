@@ -127,9 +127,17 @@ def literal_ip(host: str) -> IPAddress | None:
     return None
 
 
+_ON_THE_WIRE = re.compile(r"[a-z0-9._-]+")
+"""A lower-case host of these characters is already its wire form: IDNA and percent-encoding
+leave it as it is."""
+
+
 def ascii_host(host: str) -> str:
-    """A host name as it goes on the wire (IDNA, lower case, no trailing dot)."""
+    """A host name as it goes on the wire (IDNA, lower case, no trailing dot). Most hosts
+    are so already, and the guard asks for every fetch: those skip parsing a URL (~25 us)."""
     host = host.lower().rstrip(".")
+    if _ON_THE_WIRE.fullmatch(host):
+        return host
     try:
         return httpx.URL(f"http://{host}/").raw_host.decode("ascii")
     except (httpx.InvalidURL, UnicodeError):

@@ -13,6 +13,7 @@ from app.fetch.guard import (
     Destinations,
     GuardedBackend,
     GuardedTransport,
+    ascii_host,
     is_blocked,
     literal_ip,
     tls_context,
@@ -209,6 +210,34 @@ def test_blocked_hosts(blocked_hosts: str, url: str) -> None:
     """Names (exact or *.suffix, IDNA-normalised) and networks in INGEST_BLOCKED_HOSTS."""
     with pytest.raises(BlockedDestination, match="blocked"):
         destinations(blocked_hosts=blocked_hosts).check_url(url)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "example.com",
+        "EXAMPLE.com.",
+        "a_b.example-1.com",
+        "8.8.8.8",
+        "999.1.1.1",
+        "bücher.de",
+        "XN--BCHER-KVA.de",
+        "ex ample.com",
+        "exa%mple.com",
+        "[2606:4700::1111]",
+        "a..b",
+        "-",
+    ],
+)
+def test_ascii_host_is_what_httpx_puts_on_the_wire(host: str) -> None:
+    """The shortcut for hosts already in their wire form gives what parsing them as a URL
+    gives (IDNA, lower case, no trailing dot; the host as given when it does not parse)."""
+    lowered = host.lower().rstrip(".")
+    try:
+        expected = httpx.URL(f"http://{lowered}/").raw_host.decode("ascii")
+    except (httpx.InvalidURL, UnicodeError):
+        expected = lowered
+    assert ascii_host(host) == expected
 
 
 def test_wildcard_does_not_cover_the_apex() -> None:
