@@ -1,5 +1,6 @@
 """The tables, their indexes, and the handles the store's SQL uses (`jobs`, `attempts`, ...):
-declared here once, imported from here by every store module.
+declared here once, imported from here by every store module. A job as reads return it
+(`Job`) shares its fields with its table's class (`JobRow`) but is a plain model.
 
 Timestamps are stored as naive UTC in both databases (`UTCDateTime`) and come back aware,
 so SQLite's text timestamps and PostgreSQL's compare the same way.
