@@ -3,6 +3,7 @@
 import hashlib
 from typing import Annotated
 
+import httpx
 from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 
@@ -12,7 +13,7 @@ from app.api.deps import JobsDep, SettingsDep
 from app.api.problems import responses
 from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Requeued
 from app.fetch.guard import BlockedDestination, Destinations
-from app.fetch.urls import job_domain
+from app.fetch.urls import domain_of, job_url
 from app.model import JobStatus, NewJob
 from app.settings import Settings
 from app.wire import AttemptOut, JobOut
@@ -20,6 +21,9 @@ from app.wire import AttemptOut, JobOut
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=responses(401))
 
 DEFAULT_TENANT = "default"
+
+Loc = tuple[str | int, ...]
+"""Where a value sits in a request, as validation errors say it: ("body", "jobs", 3, "url")."""
 
 IdempotencyKey = Annotated[
     str | None,
@@ -39,8 +43,13 @@ StatusFilter = Annotated[
 
 
 def _new_job(
-    body: JobIn, caller: Caller, settings: Settings, idempotency_key: str | None = None
+    body: JobIn,
+    url: httpx.URL,
+    caller: Caller,
+    settings: Settings,
+    idempotency_key: str | None = None,
 ) -> NewJob:
+    """The job `body` asks for; `url` is its URL as `_checked` parsed it."""
     if caller.tenant is not None and body.tenant not in (None, caller.tenant):
         raise HTTPException(403, f"this API key submits for tenant {caller.tenant!r} only")
     fingerprint = None
@@ -48,7 +57,7 @@ def _new_job(
         fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     return NewJob(
         url=body.url,
-        domain=job_domain(body.url),
+        domain=domain_of(url),
         tenant=caller.tenant or body.tenant or DEFAULT_TENANT,
         max_attempts=body.max_attempts or settings.max_attempts,
         priority=body.priority,
@@ -60,7 +69,7 @@ def _new_job(
     )
 
 
-def _urls_of(job: JobIn, loc: tuple[str | int, ...]) -> dict[tuple[str | int, ...], str]:
+def _urls_of(job: JobIn, loc: Loc) -> dict[Loc, str]:
     """The job's URLs by their place in the body: the one fetched, and the callback's."""
     urls = {(*loc, "url"): job.url}
     if job.callback_url is not None:
@@ -68,19 +77,23 @@ def _urls_of(job: JobIn, loc: tuple[str | int, ...]) -> dict[tuple[str | int, ..
     return urls
 
 
-def _refuse_blocked(urls: dict[tuple[str | int, ...], str], settings: Settings) -> None:
-    """422 for URLs the SSRF guard refuses on sight: a blocked literal address, a port not
-    allowed, a blocked host, userinfo. Names that resolve to blocked addresses are refused
-    when fetched (the job dies with BlockedDestination, a callback's delivery is dead)."""
+def _checked(urls: dict[Loc, str], settings: Settings) -> dict[Loc, httpx.URL]:
+    """The URLs parsed (the body's validation accepted them), once each for the guard and
+    the job's domain; 422 for those the SSRF guard refuses on sight: a blocked literal
+    address, a port not allowed, a blocked host, userinfo. Names that resolve to blocked
+    addresses are refused when fetched (the job dies with BlockedDestination, a callback's
+    delivery is dead)."""
     destinations = Destinations.from_settings(settings)
+    parsed = {loc: job_url(url) for loc, url in urls.items()}
     errors = []
-    for loc, url in urls.items():
+    for loc, url in parsed.items():
         try:
             destinations.check_url(url)
         except BlockedDestination as exc:
-            errors.append({"type": "value_error", "loc": loc, "input": url, "msg": str(exc)})
+            errors.append({"type": "value_error", "loc": loc, "input": urls[loc], "msg": str(exc)})
     if errors:
         raise RequestValidationError(errors)
+    return parsed
 
 
 def _statuses(raw: str | None) -> list[JobStatus]:
@@ -122,8 +135,8 @@ async def submit_job(
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     """Queue a URL to fetch."""
-    _refuse_blocked(_urls_of(body, ("body",)), settings)
-    new = _new_job(body, caller, settings, idempotency_key)
+    urls = _checked(_urls_of(body, ("body",)), settings)
+    new = _new_job(body, urls[("body", "url")], caller, settings, idempotency_key)
     if idempotency_key is None:
         job, created = (await jobs.submit([new]))[0], True
     else:
@@ -146,7 +159,7 @@ async def submit_batch(
     body: BatchIn, jobs: JobsDep, settings: SettingsDep, caller: CallerDep
 ) -> JobList:
     """Queue 1 to 1,000 URLs at once, all or nothing."""
-    _refuse_blocked(
+    urls = _checked(
         {
             loc: url
             for i, job in enumerate(body.jobs)
@@ -154,7 +167,12 @@ async def submit_batch(
         },
         settings,
     )
-    created = await jobs.submit([_new_job(item, caller, settings) for item in body.jobs])
+    created = await jobs.submit(
+        [
+            _new_job(item, urls[("body", "jobs", i, "url")], caller, settings)
+            for i, item in enumerate(body.jobs)
+        ]
+    )
     events.jobs_submitted(len(created))
     return JobList(items=[JobOut.of(job) for job in created])
 

@@ -195,7 +195,8 @@ class Destinations:
 
     def check_url(self, url: httpx.URL | str) -> None:
         """Refuse a URL on what it says alone: userinfo, port, host name, literal address."""
-        url = httpx.URL(url)
+        if not isinstance(url, httpx.URL):
+            url = httpx.URL(url)
         if url.userinfo:
             raise BlockedDestination("URL must not contain a user name or password")
         port = url.port or (443 if url.scheme == "https" else 80)

@@ -12,6 +12,15 @@ def job_domain(url: str) -> str:
 
     Raises ValueError with a message meant for the submitter.
     """
+    return domain_of(job_url(url))
+
+
+def job_url(url: str) -> httpx.URL:
+    """Validate a URL to fetch and return it parsed, for a caller that needs more of it than
+    its domain (parsing is most of what a submitted job costs the API).
+
+    Raises ValueError with a message meant for the submitter.
+    """
     if len(url) > MAX_URL_LENGTH:
         raise ValueError(f"URL is longer than {MAX_URL_LENGTH} characters")
     if any(ch.isspace() for ch in url):
@@ -29,7 +38,12 @@ def job_domain(url: str) -> str:
     # raw_host is the ASCII (IDNA) form, never shorter than the Unicode one kept as domain.
     if len(parsed.raw_host) > MAX_HOST_LENGTH:
         raise ValueError(f"URL host is longer than {MAX_HOST_LENGTH} characters")
-    host = parsed.host.lower()
+    return parsed
+
+
+def domain_of(url: httpx.URL) -> str:
+    """The domain of a URL `job_url` accepted: its lower-cased host[:port]."""
+    host = url.host.lower()
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
-    return f"{host}:{parsed.port}" if parsed.port is not None else host
+    return f"{host}:{url.port}" if url.port is not None else host
