@@ -134,7 +134,7 @@ leave it as it is."""
 
 def ascii_host(host: str) -> str:
     """A host name as it goes on the wire (IDNA, lower case, no trailing dot). Most hosts
-    are so already, and the guard asks for every fetch: those skip parsing a URL (~25 us)."""
+    are so already, and the guard asks for every fetch: those skip parsing a URL (~10 us)."""
     host = host.lower().rstrip(".")
     if _ON_THE_WIRE.fullmatch(host):
         return host
