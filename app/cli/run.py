@@ -46,10 +46,16 @@ def serve_api(host: str | None, port: int | None) -> None:
     # `ingest worker`.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _already_stopped)
-    _freeze_start_up()
-    _switch_threads_sooner()
+    _settle_in()
     uvicorn.Server(config).run(sockets=[listener])
     log.info("ingest serve stopped")
+
+
+def _settle_in() -> None:
+    """Once `ingest serve` or `ingest worker` has started: the process tuned for running
+    long, the same way in both."""
+    _freeze_start_up()
+    _switch_threads_sooner()
 
 
 def _freeze_start_up() -> None:
@@ -160,8 +166,7 @@ async def _work(settings: Settings, metrics: Metrics) -> None:
         loop.add_signal_handler(signum, runtime.stop_worker)
     try:
         await runtime.start(metrics)
-        _freeze_start_up()
-        _switch_threads_sooner()
+        _settle_in()
         await runtime.wait()
     finally:
         await runtime.stop()
