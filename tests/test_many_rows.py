@@ -154,6 +154,28 @@ async def test_a_row_without_a_bound_parameter_is_refused(database_url):
     assert in_flight == 0
 
 
+async def test_a_column_left_out_takes_its_default(database_url):
+    """A row without a column that has a default gets the default, as SQLAlchemy's own
+    insert gives it; SQLite's compiled statement bound it as null (NOT NULL: refused)."""
+    database = Database(database_url)
+    backend = database.backend
+    try:
+        rows = [{"domain": f"d{i}.test"} for i in range(3)]
+        await database.transact(lambda conn: backend.inserts(domains, rows).run(conn))
+        await database.transact(
+            lambda conn: backend.inserts(domains, [{"domain": "e.test"}], True).run(conn)
+        )
+        async with database.read() as conn:
+            stored = (
+                await conn.execute(
+                    sa.select(domains.c.domain, domains.c.consecutive_failures, domains.c.in_flight)
+                )
+            ).all()
+    finally:
+        await database.dispose()
+    assert sorted(stored) == [(f"{d}.test", 0, 0) for d in ("d0", "d1", "d2", "e")]
+
+
 async def test_a_submit_does_not_queue_behind_writes_to_its_domain(pg_url):
     """PostgreSQL: every claim and record updates the rows of its jobs' domain and tenant.
     A submit to that domain inserts them unless they exist; ON CONFLICT DO NOTHING alone

@@ -66,6 +66,7 @@ from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
 log = logging.getLogger("ingest.store")
 
@@ -253,11 +254,14 @@ class _Compiled:
         compiled = statement.compile(dialect=dialect)
         assert compiled.positiontup is not None  # SQLite's parameters are positional
         binds = [compiled.binds[name] for name in compiled.positiontup]
+        # An insert's columns left out that have a default are bound parameters too, which
+        # SQLAlchemy's own execution fills with the default: so does this one.
+        defaults = {column.key: _scalar(column) for column in compiled.insert_prefetch}
         slots = tuple(
             (
                 bind.key,
                 bind.type.dialect_impl(dialect).bind_processor(dialect),
-                _REQUIRED if bind.required else bind.effective_value,
+                defaults.get(bind.key, _REQUIRED if bind.required else bind.effective_value),
             )
             for bind in binds
         )
@@ -272,6 +276,15 @@ class _Compiled:
                 raise KeyError(f"no value for the bound parameter {name!r}")
             values.append(value if process is None else process(value))
         return self.sql, tuple(values)
+
+
+def _scalar(column: sa.Column[Any]) -> Any:
+    """`column`'s default, one value for every row (a row's own, a function's, is not
+    needed by any insert here)."""
+    default = column.default
+    if not isinstance(default, ScalarElementColumnDefault):
+        raise NotImplementedError(f"a default of {column} computed per row")
+    return default.arg
 
 
 class Writes(Protocol):
