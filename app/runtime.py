@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from app import observability
 from app.clock import Clock, utc_now
 from app.fetch.fetcher import Fetcher
-from app.fetch.guard import Resolver, system_resolver
+from app.fetch.guard import Destinations, Resolver, system_resolver
 from app.loop import Wakeup
 from app.metrics import Metrics
 from app.settings import Settings
@@ -98,6 +98,9 @@ class Runtime:
     deliveries: DeliveryStore
     contents: ContentStore
     workers: WorkerStore
+    destinations: Destinations
+    """Where jobs may fetch, as the API checks a submitted URL: built once (a long
+    INGEST_BLOCKED_HOSTS takes milliseconds to parse)."""
     background: Background = field(default_factory=Background)
     worker_database: Database | None = None
     fetcher: Fetcher | None = None
@@ -132,6 +135,7 @@ class Runtime:
             DeliveryStore(database),
             ContentStore(database),
             WorkerStore(database, clock),
+            Destinations.from_settings(settings),
             background,
         )
         if run_worker:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.fetch.guard import Destinations
 from app.runtime import Runtime
 from app.settings import Settings
 from app.store.database import Database
@@ -36,6 +37,10 @@ async def _settings(running: RuntimeDep) -> Settings:
     return running.settings
 
 
+async def _destinations(running: RuntimeDep) -> Destinations:
+    return running.destinations
+
+
 async def _database(running: RuntimeDep) -> Database:
     return running.database
 
@@ -59,6 +64,7 @@ async def _workers(running: RuntimeDep) -> WorkerStore:
 JobsDep = Annotated[JobStore, Depends(_jobs)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 DatabaseDep = Annotated[Database, Depends(_database)]
+DestinationsDep = Annotated[Destinations, Depends(_destinations)]
 DomainsDep = Annotated[DomainStore, Depends(_domains)]
 DeliveriesDep = Annotated[DeliveryStore, Depends(_deliveries)]
 ContentsDep = Annotated[ContentStore, Depends(_contents)]

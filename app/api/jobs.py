@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 
 from app import observability as events
 from app.api.auth import Caller, CallerDep
-from app.api.deps import JobsDep, SettingsDep
+from app.api.deps import DestinationsDep, JobsDep, SettingsDep
 from app.api.problems import responses
 from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Requeued
 from app.fetch.guard import BlockedDestination, Destinations
@@ -77,13 +77,12 @@ def _urls_of(job: JobIn, loc: Loc) -> dict[Loc, str]:
     return urls
 
 
-def _checked(urls: dict[Loc, str], settings: Settings) -> dict[Loc, httpx.URL]:
+def _checked(urls: dict[Loc, str], destinations: Destinations) -> dict[Loc, httpx.URL]:
     """The URLs parsed (the body's validation accepted them), once each for the guard and
     the job's domain; 422 for those the SSRF guard refuses on sight: a blocked literal
     address, a port not allowed, a blocked host, userinfo. Names that resolve to blocked
     addresses are refused when fetched (the job dies with BlockedDestination, a callback's
     delivery is dead)."""
-    destinations = Destinations.from_settings(settings)
     parsed = {loc: job_url(url) for loc, url in urls.items()}
     errors = []
     for loc, url in parsed.items():
@@ -131,11 +130,12 @@ async def submit_job(
     response: Response,
     jobs: JobsDep,
     settings: SettingsDep,
+    destinations: DestinationsDep,
     caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     """Queue a URL to fetch."""
-    urls = _checked(_urls_of(body, ("body",)), settings)
+    urls = _checked(_urls_of(body, ("body",)), destinations)
     new = _new_job(body, urls[("body", "url")], caller, settings, idempotency_key)
     if idempotency_key is None:
         job, created = (await jobs.submit([new]))[0], True
@@ -156,7 +156,11 @@ async def submit_job(
     responses=responses(400, 403, 413),
 )
 async def submit_batch(
-    body: BatchIn, jobs: JobsDep, settings: SettingsDep, caller: CallerDep
+    body: BatchIn,
+    jobs: JobsDep,
+    settings: SettingsDep,
+    destinations: DestinationsDep,
+    caller: CallerDep,
 ) -> JobList:
     """Queue 1 to 1,000 URLs at once, all or nothing."""
     urls = _checked(
@@ -165,7 +169,7 @@ async def submit_batch(
             for i, job in enumerate(body.jobs)
             for loc, url in _urls_of(job, ("body", "jobs", i)).items()
         },
-        settings,
+        destinations,
     )
     created = await jobs.submit(
         [
