@@ -39,6 +39,7 @@ from app.store.reads import ContentStore
 from app.store.workers import WorkerStore
 from app.webhooks import Deliverer
 from app.worker import Worker
+from app.worker_process import WorkerProcess
 
 log = logging.getLogger("ingest.runtime")
 
@@ -106,6 +107,7 @@ class Runtime:
     fetcher: Fetcher | None = None
     worker: Worker | None = None
     deliverer: Deliverer | None = None
+    worker_process: WorkerProcess | None = None
     _running: list[asyncio.Task[None]] = field(default_factory=list)
     _listening: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
@@ -115,16 +117,20 @@ class Runtime:
         settings: Settings,
         *,
         run_worker: bool,
+        in_a_process: bool = False,
         clock: Clock = utc_now,
         resolver: Resolver = system_resolver,
     ) -> "Runtime":
-        """The system for `settings`; with `run_worker`, a job worker and a webhook sender.
-        `clock` and `resolver` (the SSRF guard's DNS) are there for tests to replace."""
+        """The system for `settings`; with `run_worker`, a job worker and a webhook sender,
+        in this process or, `in_a_process`, in a child (`app.worker_process`). `clock` and
+        `resolver` (the SSRF guard's DNS) are there for tests to replace."""
         database = Database(settings.database_url, settings.database_pool_size)
         background = Background()
-        # A submit in this process wakes this process's worker at once, on the worker's loop.
+        # A submit in this process wakes the worker at once: this process's, on the worker's
+        # loop, or the child's, through its pipe.
         wakeup = Wakeup()
-        on_submit = partial(background.call, wakeup.set)
+        child = WorkerProcess(settings) if run_worker and in_a_process else None
+        on_submit = child.wake if child else partial(background.call, wakeup.set)
         jobs = JobStore(database, clock, on_submit, settings.domain_max_in_flight)
         runtime = cls(
             settings,
@@ -137,8 +143,9 @@ class Runtime:
             WorkerStore(database, clock),
             Destinations.from_settings(settings),
             background,
+            worker_process=child,
         )
-        if run_worker:
+        if run_worker and child is None:
             beside = runtime.worker_database = database.beside()
             runtime.fetcher = Fetcher(settings, resolver=resolver)
             queue = Queue(beside, settings)
@@ -150,7 +157,9 @@ class Runtime:
 
     async def start(self, metrics: Metrics) -> None:
         """Start the worker and the sender (if any) on their own loop, counting their events
-        into `metrics`; return once they run."""
+        into `metrics`; return once they run. A worker process: start it."""
+        if self.worker_process is not None:
+            self.worker_process.start()
         if self.worker is None:
             return
         self.background.start()
@@ -175,6 +184,12 @@ class Runtime:
     async def _worker_ended(self) -> None:
         await self._running[0]
 
+    def wake_worker(self) -> None:
+        """Something may be due now (from any thread): the worker looks without waiting out
+        its poll interval."""
+        if self.worker is not None:
+            self.background.call(self.worker.notify)
+
     def stop_worker(self) -> None:
         """Stop claiming (from any thread: a signal handler may call this); `stop` finishes
         the rest."""
@@ -184,7 +199,9 @@ class Runtime:
     async def stop(self) -> None:
         """Stop in reverse: the sender (what is owed waits in its table), the worker (its
         in-flight jobs finish or are handed back), LISTEN, the fetcher, their loop, the
-        database."""
+        database. A worker process: stop it first."""
+        if self.worker_process is not None:
+            await self.worker_process.stop()
         if self.worker is not None:
             await self.background.run(self._stop_background())
         await self.background.close()

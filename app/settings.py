@@ -8,6 +8,7 @@ table and .env.example carry, and beside them the checks that tie knobs together
 """
 
 import ipaddress
+import json
 import re
 from typing import Annotated, Literal
 
@@ -145,6 +146,13 @@ class Settings(BaseSettings):
 
     # Worker
     worker_enabled: bool = Field(True, description="Run the worker inside `ingest serve`.")
+    worker_process: bool = Field(
+        False,
+        description="Run `ingest serve`'s worker in a process of its own, which serve starts, "
+        "wakes on each submit, starts again if it exits, and stops with itself: requests "
+        "then never wait for the interpreter lock behind the worker's fetches. Its metrics "
+        "are served on INGEST_METRICS_PORT, not on serve's /metrics.",
+    )
     worker_concurrency: int = Field(32, ge=1, le=1000, description="In-flight fetches per process.")
     poll_interval_seconds: float = Field(
         2.0, gt=0, description="Longest idle wait before the worker looks for due jobs again."
@@ -335,6 +343,17 @@ class Settings(BaseSettings):
         if self.fetch_timeout_seconds < self.connect_timeout_seconds:
             raise ValueError("fetch_timeout_seconds must be >= connect_timeout_seconds")
         return self
+
+    def to_json(self) -> str:
+        """Every setting, secrets included, for `from_json` in a process this one starts."""
+        values = self.model_dump(mode="json")
+        values["webhook_secret"] = self.webhook_secret.get_secret_value()
+        return json.dumps(values)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Settings":
+        """The settings `to_json` wrote, whatever this process's environment says."""
+        return cls(_env_file=None, **json.loads(text))
 
     @property
     def prefetch(self) -> int:

@@ -23,7 +23,8 @@ One `bench.target` process serves every fetch. Each round runs, for each backend
   - serve: pickup by the embedded worker of `ingest serve`, jobs POSTed to its API
     (`bench.serve`);
   - submit: POST /jobs latency while `ingest serve` drains a backlog (`bench.serve`), with
-    its embedded worker, then with the worker in a process of its own;
+    its embedded worker in a thread, in a child process (INGEST_WORKER_PROCESS), then with
+    `ingest worker` apart;
   - fair: claim cost with many tenants and domains (`bench.fair_claim`);
   - rss: a worker's memory on a queue of `--big-pending` jobs (`bench.footprint`);
   - startup: `ingest worker` exec -> first claim on that queue, and (once a round)
@@ -69,7 +70,7 @@ from bench.harness import (
     start_target,
 )
 from bench.report import BARE_NAMES, NAMES, NO_QUEUE_NAMES, summarize
-from bench.serve import embedded_pickup, submit_while_draining
+from bench.serve import SUBMIT_ARRANGEMENTS, embedded_pickup, submit_while_draining
 from bench.workers import (
     Probe,
     Sample,
@@ -233,10 +234,9 @@ async def run(args: Any) -> list[dict]:
                     pickup = partial(embedded_pickup, backend, target, args)
                     await measure("serve", name, 1, rnd, pickup)
                 if "submit" in chosen:
-                    posting = partial(submit_while_draining, backend, target, args)
-                    await measure("submit", name, 1, rnd, posting)
-                    apart = partial(submit_while_draining, backend, target, args, separate=True)
-                    await measure("submit-split", name, 1, rnd, apart)
+                    for kind, worker in SUBMIT_ARRANGEMENTS.items():
+                        posting = partial(submit_while_draining, backend, target, args, worker)
+                        await measure(kind, name, 1, rnd, posting)
                 if "fair" in chosen:
                     claims = partial(fair.measure, backend, args.fair_repeats)
                     await measure("fair", name, 1, rnd, claims)

@@ -119,7 +119,7 @@ async def load(database_url: str, args: Any) -> dict[str, Any]:
     workers: Workers | None = None
     try:
         urls = [target.url(i) for i in range(args.jobs)]
-        async with serving(database_url, args, worker=False) as serve:
+        async with serving(database_url, args, worker="none") as serve:
             workers = Workers(database_url, args.workers, args)
             pids = {"api": serve.process.pid}
             pids |= {f"worker {i}": pid for i, pid in enumerate(workers.pids)}

@@ -307,7 +307,8 @@ def slow_table(med: Median, args: Any) -> str:
 def submit_table(med: Median, args: Any) -> str:
     rows = []
     arrangements = (
-        ("submit", "embedded worker"),
+        ("submit", "embedded, a thread"),
+        ("submit-process", "embedded, a process (INGEST_WORKER_PROCESS)"),
         ("submit-split", "`ingest worker` apart"),
     )
     for backend in backends(args.backend):
@@ -336,12 +337,13 @@ def submit_table(med: Median, args: Any) -> str:
         "POST mean ms",
         "drained meanwhile, jobs/s",
         "backlog left at the end",
-        "serve process CPU (cores)",
+        "serve's CPU, its child's included (cores)",
         "not ours (cores)",
     ]
     title = (
         f"POST /jobs to `ingest serve` while a backlog of {args.submit_backlog:,} drains, by its"
-        " embedded worker or by one `ingest worker` beside it"
+        " embedded worker (a thread of serve, or serve's child process) or by one"
+        " `ingest worker` beside it"
         f" ({args.submit_rate:g} POSTs/s for {args.submit_seconds:g} s; medians of the"
         " rounds' figures; target p99 <= 25 ms):"
     )

@@ -7,8 +7,9 @@
   holding `--submit-backlog` pending jobs, and while its worker drains them the benchmark
   POSTs single jobs at `--submit-rate` per second for `--submit-seconds`: the latency of
   each POST /jobs as the client sees it (connection kept alive, so no connect counted).
-  With `separate`, the same with the API and the worker apart: `ingest serve` with
-  INGEST_WORKER_ENABLED=false, and one `ingest worker` process draining.
+  The same with serve's worker in a child process (INGEST_WORKER_PROCESS), and with the API
+  and the worker apart: `ingest serve` with INGEST_WORKER_ENABLED=false, and one
+  `ingest worker` process draining.
 """
 
 import asyncio
@@ -17,8 +18,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -84,13 +86,22 @@ class Serve:
         return latencies
 
 
+WORKER_SETTINGS = {
+    "thread": {"INGEST_WORKER_ENABLED": "true", "INGEST_WORKER_PROCESS": "false"},
+    "process": {"INGEST_WORKER_ENABLED": "true", "INGEST_WORKER_PROCESS": "true"},
+    "none": {"INGEST_WORKER_ENABLED": "false"},
+}
+"""How `ingest serve` runs its worker: in a thread of its own process, in a child process
+(INGEST_WORKER_PROCESS), or not at all."""
+
+
 def start_serve(
-    database_url: str, args: Any, worker: bool = True
+    database_url: str, args: Any, worker: str = "thread"
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """`ingest serve` (with its worker, the benchmark's worker settings, unless `worker` is
-    false) on a free port, logging to bench/results/serve.log."""
+    """`ingest serve` (its worker as `worker` says, with the benchmark's worker settings) on
+    a free port, logging to bench/results/serve.log."""
     port = free_port()
-    env = ingest_env(database_url, 1, args) | {"INGEST_WORKER_ENABLED": str(worker).lower()}
+    env = ingest_env(database_url, 1, args) | WORKER_SETTINGS[worker]
     RESULTS.mkdir(exist_ok=True)
     with LOG.open("w") as file:
         command = [str(INGEST), "serve", "--host", "127.0.0.1", "--port", str(port)]
@@ -98,7 +109,7 @@ def start_serve(
 
 
 @contextlib.asynccontextmanager
-async def serving(database_url: str, args: Any, worker: bool = True) -> AsyncIterator[Serve]:
+async def serving(database_url: str, args: Any, worker: str = "thread") -> AsyncIterator[Serve]:
     """`start_serve`, answering /readyz on entry; stopped (SIGTERM, as an operator would)
     on exit."""
     process, port = start_serve(database_url, args, worker)
@@ -158,34 +169,47 @@ async def embedded_pickup(backend: str, target: Target, args: Any) -> dict:
     }
 
 
-async def wait_for_first_claim(probe: Probe, workers: Workers) -> None:
-    """Until the separate worker has claimed a job (it imports and connects first)."""
+async def wait_for_first_claim(probe: Probe, check_alive: Callable[[], None]) -> None:
+    """Until a worker process has claimed a job (it imports and connects first)."""
     deadline = time.monotonic() + READY_SECONDS
     claimed = sa.select(sa.exists().select_from(attempts))
     while True:
         async with probe.database.read() as conn:
             if (await conn.execute(claimed)).scalar_one():
                 return
-        workers.check_alive()
+        check_alive()
         if time.monotonic() > deadline:
             raise RuntimeError(f"no claim after {READY_SECONDS:g}s")
         await asyncio.sleep(0.05)
 
 
-async def submit_while_draining(
-    backend: str, target: Target, args: Any, separate: bool = False
-) -> dict:
+SUBMIT_ARRANGEMENTS = {"submit": "thread", "submit-process": "process", "submit-split": "apart"}
+"""The submit scenario's runs (their kinds in the results) and how the worker runs in each."""
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started (serve's worker process)."""
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
+
+
+async def submit_while_draining(backend: str, target: Target, args: Any, worker: str) -> dict:
+    """POSTs while the backlog drains; `worker`: serve's own in a `thread` or a child
+    `process`, or `apart` (one `ingest worker`, serve running none)."""
     url = await fresh_database(backend, DATABASE)
     probe = Probe(Database(url))
     await probe.find_server()
     await submit(probe.store, new_jobs(target, args.submit_backlog, tenant="backlog"))
     total = round(args.submit_rate * args.submit_seconds)
-    async with serving(url, args, worker=not separate) as serve:
-        workers = Workers(url, 1, args) if separate else None
+    async with serving(url, args, worker="none" if worker == "apart" else worker) as serve:
+        workers = Workers(url, 1, args) if worker == "apart" else None
         try:
-            watched = [serve.process.pid, target.pid, *(workers.pids if workers else [])]
             if workers is not None:
-                await wait_for_first_claim(probe, workers)
+                await wait_for_first_claim(probe, workers.check_alive)
+            elif worker == "process":
+                await wait_for_first_claim(probe, serve.check_alive)
+            pids = [serve.process.pid, *children(serve.process.pid)]
+            watched = [*pids, target.pid, *(workers.pids if workers else [])]
             first = probe.sample(watched)
             before, _ = await probe.unfinished()
             posts = await serve.post_at(target, args.submit_rate, total, first=args.submit_backlog)
@@ -210,7 +234,7 @@ async def submit_while_draining(
         "posts_per_s": len(posts) / (last.at - first.at),
         "drain_jobs_per_s": (before + len(posts) - after) / (last.at - first.at),
         "backlog_left": after,
-        "serve_cpu_cores": cpu_between(first, last, [serve.process.pid]) / (last.at - first.at),
+        "serve_cpu_cores": cpu_between(first, last, pids) / (last.at - first.at),
         "cores_busy": cores_busy(first, last),
         "other_cores": other_cores(first, last, ours),
     }

@@ -48,7 +48,11 @@ def create_app(
         if not settings.api_keys:
             log.warning("INGEST_API_KEYS is empty: the API is open to anyone who can reach it")
         runtime = Runtime.build(
-            settings, run_worker=settings.worker_enabled, clock=clock, resolver=resolver
+            settings,
+            run_worker=settings.worker_enabled,
+            in_a_process=settings.worker_process,
+            clock=clock,
+            resolver=resolver,
         )
         app.state.runtime = runtime
         try:

@@ -52,11 +52,14 @@ def worker(
             min=0, max=65535, help="Serve GET /metrics here. Default: INGEST_METRICS_PORT."
         ),
     ] = None,
+    # `ingest serve`'s own worker process (INGEST_WORKER_PROCESS): settings, wake-ups and
+    # the stop come through standard input (`app.worker_process`).
+    child: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Run one worker without the API (the schema must be migrated: `ingest db upgrade`)."""
     from app.cli.run import run_worker
 
-    run_worker(metrics_port)
+    run_worker(metrics_port, child)
 
 
 @db_cli.command("upgrade")

@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -19,6 +20,9 @@ from app.cli.runner import fail, load_settings, one_line, require_schema, run_on
 from app.metrics import Metrics
 from app.observability import configure_logging
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 log = logging.getLogger("ingest.cli")
 
@@ -130,8 +134,10 @@ def _refuse_unknown_schema(database_url: str) -> None:
         fail(str(exc), code=2)
 
 
-def run_worker(metrics_port: int | None) -> None:
-    settings = load_settings()
+def run_worker(metrics_port: int | None, child: bool = False) -> None:
+    """`ingest worker`; as `ingest serve`'s `child`, on the settings serve sends first on
+    standard input (`app.worker_process`)."""
+    settings = Settings.from_json(_first_line(STDIN)) if child else load_settings()
     # A worker does not migrate: without the schema it would fail on every poll. Checked
     # before logging is set up: importing Alembic logs its plugins at INFO.
     require_schema(settings.database_url)
@@ -151,13 +157,13 @@ def run_worker(metrics_port: int | None) -> None:
             server.port,
         )
     try:
-        asyncio.run(_work(settings, metrics))
+        asyncio.run(_work(settings, metrics, child))
     finally:
         if server is not None:
             server.close()
 
 
-async def _work(settings: Settings, metrics: Metrics) -> None:
+async def _work(settings: Settings, metrics: Metrics, child: bool) -> None:
     from app.runtime import Runtime
 
     runtime = Runtime.build(settings, run_worker=True)
@@ -167,9 +173,43 @@ async def _work(settings: Settings, metrics: Metrics) -> None:
     try:
         await runtime.start(metrics)
         _settle_in()
-        await runtime.wait()
+        await (_serve_parent(runtime) if child else runtime.wait())
     finally:
         await runtime.stop()
+
+
+STDIN = 0
+
+
+def _first_line(fd: int) -> str:
+    """A line of `fd`, read a byte at a time: nothing past it is taken from the pipe (those
+    bytes are wake-ups, `_serve_parent`'s)."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            fail("no settings on standard input (`ingest worker --child` is `ingest serve`'s)")
+        line += byte
+    return line.decode()
+
+
+async def _serve_parent(runtime: "Runtime") -> None:
+    """As `ingest serve`'s child: wake the worker on each byte of standard input, and stop it
+    when the input ends (serve stopping, or gone); return once it has stopped."""
+    reader = asyncio.StreamReader()
+    loop = asyncio.get_running_loop()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+
+    async def listen() -> None:
+        while await reader.read(4096):
+            runtime.wake_worker()
+        runtime.stop_worker()
+
+    listening = asyncio.create_task(listen())
+    try:
+        await runtime.wait()
+    finally:
+        listening.cancel()
 
 
 def upgrade() -> None:

@@ -10,7 +10,7 @@ LAYERS = [
     ("app.policy", "app.scheduling", "app.fetch"),
     ("app.store",),
     ("app.wire", "app.metrics", "app.observability", "app.loop"),
-    ("app.worker", "app.completer", "app.webhooks"),
+    ("app.worker", "app.completer", "app.webhooks", "app.worker_process"),
     ("app.runtime",),
     ("app.api", "app.cli", "app.__main__"),
 ]

@@ -273,3 +273,38 @@ def test_parse_status_codes_rejects(value: str) -> None:
     """Anything outside 100-599, reversed or non-numeric raises ValueError."""
     with pytest.raises(ValueError):
         parse_status_codes(value)
+
+
+def test_settings_reach_a_child_process_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`to_json` -> `from_json` (how `ingest serve` hands its settings to its worker
+    process) gives the same settings, secrets included, whatever the child's environment
+    says; every kind of field is set away from its default."""
+    settings = Settings(
+        _env_file=None,
+        database_url="sqlite:////tmp/elsewhere.db",
+        max_attempts=7,
+        backoff_base_seconds=0.25,
+        worker_process=True,
+        worker_prefetch=3,
+        transient_errors="ReadTimeout,ConnectError",
+        transient_status_codes="502,503",
+        allowed_ports="80,8080",
+        allowed_hosts="10.0.0.0/8,*.example.org",
+        blocked_hosts="bad.example.com",
+        allowed_content_types="text/html",
+        api_keys="k" * 16 + ":acme," + "a" * 16 + ":*",
+        log_format="json",
+        webhook_secret="s3cret",
+    )
+    defaults = Settings(_env_file=None)
+    changed = [
+        name for name in Settings.model_fields if getattr(settings, name) != getattr(defaults, name)
+    ]
+    monkeypatch.setenv("INGEST_MAX_ATTEMPTS", "2")
+    monkeypatch.setenv("INGEST_WEBHOOK_SECRET", "other")
+
+    received = Settings.from_json(settings.to_json())
+
+    assert len(changed) == 14
+    assert received == settings
+    assert "s3cret" == received.webhook_secret.get_secret_value()
