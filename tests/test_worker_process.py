@@ -111,3 +111,17 @@ async def test_the_worker_process_stops_when_serve_dies(sqlite_template, tmp_pat
 
 async def _gone(pid: int) -> bool:
     return gone(pid)
+
+
+async def test_a_worker_process_stopped_on_purpose_stays_stopped(sqlite_template, tmp_path):
+    """SIGTERM sent to the child itself: it stops cleanly (exit 0), and serve says it runs
+    no worker now rather than starting another against the operator's wish."""
+    shutil.copy(sqlite_template, tmp_path / "ingest.db")
+    log = tmp_path / "serve.log"
+    async with serving(f"sqlite:///{tmp_path / 'ingest.db'}", log) as (process, client):
+        [child] = worker_pids(process)
+        os.kill(child, signal.SIGTERM)
+        await process.wait_for_line(f"worker process {child} stopped; serve runs no worker now")
+        answered = await client.get("/readyz")
+    assert 200 == answered.status_code
+    assert [child] == worker_pids(process)
