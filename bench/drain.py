@@ -20,8 +20,8 @@ One `bench.target` process serves every fetch. Each round runs, for each backend
   - hosts: the drain with the jobs spread over `--hosts` domains, loopback addresses of the
     one target (`bench.target --hosts`), the per-domain limit unchanged;
   - slow: the drain against a second target that answers after `--slow-delay-ms`;
-  - serve: pickup by the embedded worker of `ingest serve`, jobs POSTed to its API
-    (`bench.serve`);
+  - serve: pickup by the embedded worker of `ingest serve` (a thread, then a child process),
+    jobs POSTed to its API (`bench.serve`);
   - submit: POST /jobs latency while `ingest serve` drains a backlog (`bench.serve`), with
     its embedded worker in a thread, in a child process (INGEST_WORKER_PROCESS), then with
     `ingest worker` apart;
@@ -70,7 +70,12 @@ from bench.harness import (
     start_target,
 )
 from bench.report import BARE_NAMES, NAMES, NO_QUEUE_NAMES, summarize
-from bench.serve import SUBMIT_ARRANGEMENTS, embedded_pickup, submit_while_draining
+from bench.serve import (
+    PICKUP_ARRANGEMENTS,
+    SUBMIT_ARRANGEMENTS,
+    embedded_pickup,
+    submit_while_draining,
+)
 from bench.workers import (
     Probe,
     Sample,
@@ -231,8 +236,9 @@ async def run(args: Any) -> list[dict]:
                     slow_run = partial(drain, backend, slow, first, 1, args)
                     await measure("slow", name, first, rnd, slow_run)
                 if "serve" in chosen:
-                    pickup = partial(embedded_pickup, backend, target, args)
-                    await measure("serve", name, 1, rnd, pickup)
+                    for kind, worker in PICKUP_ARRANGEMENTS.items():
+                        pickup = partial(embedded_pickup, backend, target, args, worker)
+                        await measure(kind, name, 1, rnd, pickup)
                 if "submit" in chosen:
                     for kind, worker in SUBMIT_ARRANGEMENTS.items():
                         posting = partial(submit_while_draining, backend, target, args, worker)

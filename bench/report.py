@@ -207,6 +207,7 @@ def pickup_table(med: Median, args: Any) -> str:
         for kind, how in (
             ("latency", "`ingest worker`, JobStore.submit from another process"),
             ("serve", "`ingest serve` embedded worker, POST /jobs"),
+            ("serve-process", "`ingest serve` worker process (INGEST_WORKER_PROCESS), POST /jobs"),
         ):
             rows.append(
                 [

@@ -139,18 +139,19 @@ async def serving(database_url: str, args: Any, worker: str = "thread") -> Async
         show_log(LOG)
 
 
-async def embedded_pickup(backend: str, target: Target, args: Any) -> dict:
+async def embedded_pickup(backend: str, target: Target, args: Any, worker: str) -> dict:
+    """Pickup of jobs POSTed to serve, by its worker in a `thread` or a child `process`."""
     url = await fresh_database(backend, DATABASE)
     probe = Probe(Database(url))
     await probe.find_server()
     total = round(args.latency_rate * args.latency_seconds)
-    async with serving(url, args) as serve:
+    async with serving(url, args, worker) as serve:
         # One job first: the worker and both HTTP connections are warm when the clock starts.
         await serve.post_job(target.url(0), "warmup")
         async with asyncio.timeout(args.timeout):
             await wait_until_done(probe, serve.check_alive)
         await asyncio.sleep(0.5)
-        watched = [serve.process.pid, target.pid]
+        watched = [serve.process.pid, *children(serve.process.pid), target.pid]
         first = probe.sample(watched)
         posts = await serve.post_at(target, args.latency_rate, total, first=1)
         async with asyncio.timeout(args.timeout):
@@ -185,6 +186,9 @@ async def wait_for_first_claim(probe: Probe, check_alive: Callable[[], None]) ->
 
 SUBMIT_ARRANGEMENTS = {"submit": "thread", "submit-process": "process", "submit-split": "apart"}
 """The submit scenario's runs (their kinds in the results) and how the worker runs in each."""
+
+PICKUP_ARRANGEMENTS = {"serve": "thread", "serve-process": "process"}
+"""The serve scenario's runs, likewise."""
 
 
 def children(pid: int) -> list[int]:
