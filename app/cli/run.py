@@ -137,7 +137,7 @@ def _refuse_unknown_schema(database_url: str) -> None:
 def run_worker(metrics_port: int | None, child: bool = False) -> None:
     """`ingest worker`; as `ingest serve`'s `child`, on the settings serve sends first on
     standard input (`app.worker_process`)."""
-    settings = Settings.from_json(_first_line(STDIN)) if child else load_settings()
+    settings = Settings.from_json(_first_line(sys.stdin.fileno())) if child else load_settings()
     # A worker does not migrate: without the schema it would fail on every poll. Checked
     # before logging is set up: importing Alembic logs its plugins at INFO.
     require_schema(settings.database_url)
@@ -176,9 +176,6 @@ async def _work(settings: Settings, metrics: Metrics, child: bool) -> None:
         await (_serve_parent(runtime) if child else runtime.wait())
     finally:
         await runtime.stop()
-
-
-STDIN = 0
 
 
 def _first_line(fd: int) -> str:
