@@ -187,10 +187,9 @@ class Runtime:
         await self._running[0]
 
     def wake_worker(self) -> None:
-        """Something may be due now (from any thread): the worker looks without waiting out
-        its poll interval."""
-        if self.worker is not None:
-            self.background.call(self.worker.notify)
+        """Something may be due now (a submit to the `ingest serve` whose worker process this
+        is): wake the worker the way a submit in this process does."""
+        self.jobs.on_submit()
 
     def stop_worker(self) -> None:
         """Stop claiming (from any thread: a signal handler may call this); `stop` finishes
