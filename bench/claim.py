@@ -1,10 +1,16 @@
-"""Claim benchmark: does a claim cost the same with 1,000 and with 1,000,000 finished jobs?
+"""Claim benchmark: does a claim cost the same with 1,000 and with 1,000,000 finished jobs,
+and with 1,000 and 1,000,000 rows in the `domains` table?
 
     python -m bench.claim --backend both --terminal 1000,1000000 --pending 1000 --repeats 200
+    python -m bench.claim --backend both --terminal 1000 --domain-rows 1000,1000000
 
 For each backend: a fresh database and `--pending` pending jobs (JobStore.submit); then
 terminal rows (nine in ten succeeded, one in ten dead, all older than the pending jobs) are
-added by one INSERT ... SELECT inside the database, up to each size in turn. At each size:
+added by one INSERT ... SELECT inside the database, up to each size in turn. Then, at the
+largest of those, the `domains` table is filled up to each of `--domain-rows` in turn with
+rows of hosts that have no job left (as one-job-per-host submits leave them until retention
+deletes them): each fetched once long ago, one in 1,000 paused for a day after a streak of
+failures (then ANALYZE on PostgreSQL, as autovacuum would). At each size:
 
 - claim: `Queue.claim(worker, 32, now, 60)`; then (untimed) the 32 jobs are recorded as
   succeeded (`Queue.record`, one batch) and 32 new ones submitted, so the queue keeps its size
@@ -36,6 +42,7 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
+from app.store.tables import domains
 from bench.harness import (
     backends,
     drop_database,
@@ -80,6 +87,33 @@ TERMINAL_ROWS = {
                         || '.000000' AS t FROM g)
     """,
 }
+_DOMAIN_COLUMNS = (
+    "domain, paused_until, pause_reason, consecutive_failures, in_flight, last_started_at,"
+    " next_start_at, updated_at"
+)
+# Hosts first..last with no job: fetched once at `base` + n seconds; every 1,000th paused
+# until `until` after a streak of failures.
+ORPHAN_DOMAINS = {
+    "postgresql": f"""
+        INSERT INTO domains ({_DOMAIN_COLUMNS})
+        SELECT 'h' || g || '.orphan.invalid',
+               CASE WHEN g % 1000 = 0 THEN CAST(:until AS timestamp) END,
+               CASE WHEN g % 1000 = 0 THEN 'bench: failing' END,
+               CASE WHEN g % 1000 = 0 THEN 5 ELSE 0 END, 0, t, t, t
+        FROM generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS g,
+             LATERAL (SELECT CAST(:base AS timestamp) + g * interval '1 second' AS t) AS at
+    """,
+    "sqlite": f"""
+        WITH RECURSIVE g(n) AS (SELECT :first UNION ALL SELECT n + 1 FROM g WHERE n < :last)
+        INSERT INTO domains ({_DOMAIN_COLUMNS})
+        SELECT 'h' || n || '.orphan.invalid',
+               CASE WHEN n % 1000 = 0 THEN :until END,
+               CASE WHEN n % 1000 = 0 THEN 'bench: failing' END,
+               CASE WHEN n % 1000 = 0 THEN 5 ELSE 0 END, 0, t, t, t
+        FROM (SELECT n, strftime('%Y-%m-%d %H:%M:%S', :base, '+' || n || ' seconds')
+                        || '.000000' AS t FROM g)
+    """,
+}
 EXPLAIN = {
     "postgresql": "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, BUFFERS) ",
     "sqlite": "EXPLAIN QUERY PLAN ",
@@ -93,6 +127,35 @@ async def add_terminal_rows(database: Database, first: int, last: int) -> None:
     params["base"] = base if backend == "postgresql" else base.strftime("%Y-%m-%d %H:%M:%S")
     rows = sa.text(TERMINAL_ROWS[backend])
     await database.transact(lambda conn: conn.execute(rows, params))
+
+
+async def add_orphan_domains(database: Database, size: int) -> int:
+    """Rows of hosts without jobs (`ORPHAN_DOMAINS`), until the `domains` table holds `size`;
+    how many rows it holds."""
+    async with database.read() as conn:
+        count: int = (
+            await conn.execute(sa.select(sa.func.count()).select_from(domains))
+        ).scalar_one()
+    if count >= size:
+        return count
+    now = utc_now().replace(tzinfo=None)
+    base, until = now - timedelta(days=30), now + timedelta(days=1)
+    params: dict[str, Any] = {"first": count + 1, "last": size}
+    if database.backend.name == "postgresql":
+        params |= {"base": base, "until": until}
+    else:
+        params |= {
+            "base": base.strftime("%Y-%m-%d %H:%M:%S"),
+            "until": until.strftime("%Y-%m-%d %H:%M:%S.%f"),
+        }
+    rows = sa.text(ORPHAN_DOMAINS[database.backend.name])
+    await database.transact(lambda conn: conn.execute(rows, params))
+    if database.backend.name == "postgresql":
+        # As autovacuum would after so many inserts (it is off on this machine): a plan
+        # cached while the table was small reads it whole (the claim's lock of its domains
+        # became a scan, 560 ms at 100,000 rows). SQLite keeps no statistics to refresh.
+        await database.transact(lambda conn: conn.execute(sa.text("ANALYZE domains")))
+    return size
 
 
 async def top_up(store: JobStore, count: int, first: int) -> None:
@@ -198,25 +261,29 @@ async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]]
 async def run(args: Any) -> tuple[list[list[str]], list[str]]:
     rows: list[list[str]] = []
     plans: list[str] = []
-    results: dict[tuple[str, int], dict[str, list[float]]] = {}
+    results: dict[tuple[str, int, int], dict[str, list[float]]] = {}
     for backend in backends(args.backend):
         url = await fresh_database(backend, DATABASE)
         database = Database(url)
         await top_up(JobStore(database, utc_now), args.pending, 0)
         loaded = 0
-        for size in args.terminal:
+        # The terminal sizes at the domains the pending jobs name; then, at the largest
+        # terminal size, the domain-row sizes.
+        steps = [(size, 0) for size in args.terminal]
+        steps += [(args.terminal[-1], size) for size in args.domain_rows]
+        for terminal, domain_rows in steps:
             started = time.perf_counter()
-            await add_terminal_rows(database, loaded + 1, size)
-            loaded = size
+            if terminal > loaded:
+                await add_terminal_rows(database, loaded + 1, terminal)
+                loaded = terminal
+            domain_rows = await add_orphan_domains(database, domain_rows)
             if args.analyze:
                 await database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
-            print(
-                f"{backend}: {size:,} terminal rows in {time.perf_counter() - started:.1f}s",
-                flush=True,
-            )
+            shape = f"{terminal:,} terminal rows, {domain_rows:,} domain rows"
+            print(f"{backend}: {shape} in {time.perf_counter() - started:.1f}s", flush=True)
             found, plan = await measure(database, args)
-            results[backend, size] = found
-            plans.append(f"{backend}, {size:,} terminal rows:\n{plan}")
+            results[backend, terminal, domain_rows] = found
+            plans.append(f"{backend}, {shape}:\n{plan}")
             for operation, times in found.items():
                 print(
                     f"  {operation:16} median {median(times):8.2f} ms"
@@ -225,12 +292,13 @@ async def run(args: Any) -> tuple[list[list[str]], list[str]]:
                 )
         await database.dispose()
         await drop_database(backend, DATABASE)
-    for (backend, size), found in results.items():
+    for (backend, terminal, domain_rows), found in results.items():
         for operation, times in found.items():
             rows.append(
                 [
                     backend,
-                    f"{size:,}",
+                    f"{terminal:,}",
+                    f"{domain_rows:,}",
                     operation,
                     str(len(times)),
                     fmt(median(times), 2),
@@ -251,6 +319,13 @@ def main() -> None:
         default=[1000, 1_000_000],
         help="terminal rows, ascending (default 1000,1000000)",
     )
+    parser.add_argument(
+        "--domain-rows",
+        type=lambda s: [int(n) for n in s.split(",")],
+        default=[],
+        help="rows in the domains table, ascending, measured at the largest terminal size"
+        " (default none: only the 100 domains of the pending jobs)",
+    )
     parser.add_argument("--pending", type=int, default=1000, help="pending jobs (default 1000)")
     parser.add_argument("--repeats", type=int, default=200, help="claims per size (default 200)")
     parser.add_argument(
@@ -263,7 +338,8 @@ def main() -> None:
     began = time.monotonic()
     print(", ".join(f"{k} {v}" for k, v in asyncio.run(environment()).items()), flush=True)
     rows, plans = asyncio.run(run(args))
-    print("\n" + table(["backend", "terminal rows", "operation", "n", "median ms", "p99 ms"], rows))
+    headers = ["backend", "terminal rows", "domain rows", "operation", "n", "median ms", "p99 ms"]
+    print("\n" + table(headers, rows))
     print("\nClaim query plans:\n\n" + "\n\n".join(plans))
     print(f"\ndone in {time.monotonic() - began:.0f}s")
 
