@@ -33,6 +33,7 @@ from app.store.tables import (
     domains,
     is_job_id,
     jobs,
+    new_domain,
     status_is,
     tenants,
 )
@@ -176,10 +177,7 @@ class JobStore:
         """Insert jobs, all or nothing, and wake the workers."""
         now = self.clock()
         rows = [self._row(new, now) for new in new_jobs]
-        new_domains = [
-            {"domain": d, "consecutive_failures": 0, "in_flight": 0}
-            for d in sorted({r["domain"] for r in rows})
-        ]
+        new_domains = [new_domain(d) for d in sorted({r["domain"] for r in rows})]
         new_tenants = [{"tenant": t} for t in sorted({r["tenant"] for r in rows})]
 
         await self.db.insert_and_wake(

@@ -211,6 +211,11 @@ class Domain(SQLModel, table=True):
     updated_at: datetime | None = _ts()
 
 
+def new_domain(domain: str) -> dict[str, Any]:
+    """The row of a domain no job named before: no pause, no streak, nothing in flight."""
+    return {"domain": domain, "consecutive_failures": 0, "in_flight": 0}
+
+
 class Tenant(SQLModel, table=True):
     """When each tenant was last served, for fair share across tenants at claim time."""
 

@@ -1,0 +1,92 @@
+"""The claim and the `domains` table on both backends: a claim reads the rows of its
+candidates' domains only, however many rows the table holds."""
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from app.model import Lease, NewJob
+from app.settings import Settings
+from app.store.claim import claim_in
+from app.store.database import Database
+from app.store.jobs import JobStore
+from app.store.queue import Queue
+from app.store.tables import domains, new_domain
+from tests.outcomes import record, succeeded
+from tests.test_queue import RESULT
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+UNRELATED = 2000
+
+
+@pytest.fixture
+async def store(database_url):
+    database = Database(database_url)
+    settings = Settings(_env_file=None, domain_max_in_flight=1)
+    yield JobStore(database, lambda: NOW), Queue(database, settings), settings
+    await database.dispose()
+
+
+def new(path: str) -> NewJob:
+    return NewJob(url=f"http://a.test{path}", domain="a.test", tenant="t", max_attempts=3)
+
+
+def work_counter(conn: sa.Connection) -> Callable[[], int]:
+    """What the transaction on `conn` has done so far, in a unit that grows with each row
+    it reads: on PostgreSQL the rows of `domains` it read (by scan or index); on SQLite,
+    which keeps no such count, the virtual machine instructions it ran."""
+    if conn.dialect.name == "postgresql":
+        read = sa.text(
+            "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
+            " WHERE relname = 'domains'"
+        )
+        return lambda: int(conn.execute(read).scalar_one())
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    conn.connection.driver_connection.set_progress_handler(step, 1)  # type: ignore[union-attr]
+    return lambda: steps[0]
+
+
+async def claim_work(queue: Queue, settings: Settings, now: datetime) -> tuple[int, int]:
+    """Run one claim of up to 8 jobs and record them; how many it took, and its work
+    (`work_counter`)."""
+
+    def claim(conn: sa.Connection) -> tuple[list[Lease], int]:
+        counted = work_counter(conn)
+        before = counted()
+        leases = claim_in(conn, queue.db.backend, "w", 8, now, 60, settings)
+        work = counted() - before
+        if conn.dialect.name == "sqlite":
+            conn.connection.driver_connection.set_progress_handler(None, 1)  # type: ignore[union-attr]
+        return leases, work
+
+    leases, work = await queue.db.transact(claim)
+    for lease in leases:
+        assert await record(queue, succeeded(lease, RESULT), now)
+    return len(leases), work
+
+
+async def test_a_claim_reads_no_domain_row_its_candidates_do_not_name(store):
+    """2,000 rows of other domains (half of them paused) add no work to a claim: the claim
+    still takes the one job it may, and reads no more than with none of them."""
+    jobs, queue, settings = store
+    await jobs.submit([new("/1"), new("/2")])
+    alone = await claim_work(queue, settings, NOW + timedelta(seconds=1))
+    unrelated = [
+        new_domain(f"h{i}.other.test")
+        | {"paused_until": NOW + timedelta(days=1) if i % 2 else None}
+        for i in range(UNRELATED)
+    ]
+    backend = queue.db.backend
+    await queue.db.transact(lambda conn: backend.inserts(domains, unrelated).run(conn))
+
+    among_many = await claim_work(queue, settings, NOW + timedelta(seconds=2))
+
+    assert (1, 1) == (alone[0], among_many[0])
+    assert among_many[1] - alone[1] < UNRELATED // 10, (alone, among_many)
