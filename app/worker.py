@@ -197,10 +197,16 @@ class Worker:
 
     async def _prune(self, now: datetime) -> None:
         """Retention: delete succeeded and cancelled jobs (and their content) that finished
-        more than INGEST_RETENTION_DAYS ago. Dead jobs stay."""
+        more than INGEST_RETENTION_DAYS ago, then the rows of domains no job names any more.
+        Dead jobs stay."""
         deleted = await self.queue.prune(now - timedelta(days=self.settings.retention_days))
         if deleted:
             log.info("worker %s: deleted %s (retention)", self.id, counted(deleted, "finished job"))
+        unused = await self.queue.prune_domains(now)
+        if unused:
+            log.info(
+                "worker %s: deleted %s (retention)", self.id, counted(unused, "unused domain row")
+            )
 
     @property
     def _take_back_interval(self) -> float:

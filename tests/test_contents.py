@@ -34,10 +34,15 @@ class PruningQueue:
 
     def __init__(self) -> None:
         self.cutoffs: list[datetime] = []
+        self.domain_prunes: list[datetime] = []
 
     async def prune(self, older_than: datetime) -> int:
         self.cutoffs.append(older_than)
         return 3
+
+    async def prune_domains(self, now: datetime) -> int:
+        self.domain_prunes.append(now)
+        return 2
 
     async def expired(self, now: datetime) -> list:
         return []
@@ -53,7 +58,8 @@ class PruningQueue:
 
 
 async def test_worker_prunes_at_the_retention_age(make_settings):
-    """Every PRUNE_INTERVAL, a tick asks for jobs finished before now - retention days."""
+    """Every PRUNE_INTERVAL, a tick asks for jobs finished before now - retention days,
+    then for the rows of domains unused now."""
     now = datetime(2026, 11, 30, tzinfo=UTC)
     clock = [now]
     queue = PruningQueue()
@@ -65,6 +71,7 @@ async def test_worker_prunes_at_the_retention_age(make_settings):
     await worker.tick()  # within the next interval: nothing
 
     assert [now + PRUNE_INTERVAL - timedelta(days=7)] == queue.cutoffs
+    assert [now + PRUNE_INTERVAL] == queue.domain_prunes
 
 
 async def test_zero_retention_keeps_content_forever(make_settings):
@@ -78,4 +85,4 @@ async def test_zero_retention_keeps_content_forever(make_settings):
         clock[0] = now + step * PRUNE_INTERVAL
         await worker.tick()
 
-    assert [] == queue.cutoffs
+    assert ([], []) == (queue.cutoffs, queue.domain_prunes)

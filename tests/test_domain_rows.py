@@ -1,5 +1,6 @@
 """The claim and the `domains` table on both backends: a claim reads the rows of its
-candidates' domains only, however many rows the table holds."""
+candidates' domains only, however many rows the table holds, and a claim that finds a
+domain's row missing (retention deleted it as a job was submitted) inserts it afresh."""
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -90,3 +91,27 @@ async def test_a_claim_reads_no_domain_row_its_candidates_do_not_name(store):
 
     assert (1, 1) == (alone[0], among_many[0])
     assert among_many[1] - alone[1] < UNRELATED // 10, (alone, among_many)
+
+
+async def domain_row(queue: Queue, domain: str) -> tuple[int, ...] | None:
+    stmt = sa.select(domains.c.in_flight).where(domains.c.domain == domain)
+    async with queue.db.read() as conn:
+        row = (await conn.execute(stmt)).first()
+    return None if row is None else tuple(row)
+
+
+async def test_a_claim_inserts_a_missing_domain_row_so_its_limit_holds(store):
+    """A domain whose row went (retention, racing a submit) gets it back from the claim that
+    finds it missing, with the fetch counted: the domain's limit of 1 holds for the next
+    claim, and recording the fetch frees its slot."""
+    jobs, queue, _ = store
+    await jobs.submit([new("/1"), new("/2")])
+    await queue.db.transact(lambda conn: conn.execute(sa.delete(domains)))
+    assert [None, None] == [job.blocked_by for job in (await jobs.list()).items]
+
+    (lease,) = await queue.claim("w", 8, NOW, 60)
+
+    assert (1,) == await domain_row(queue, "a.test")
+    assert [] == await queue.claim("w", 8, NOW + timedelta(seconds=1), 60)
+    assert await record(queue, succeeded(lease, RESULT), NOW + timedelta(seconds=2))
+    assert (0,) == await domain_row(queue, "a.test")

@@ -1,4 +1,5 @@
-"""Retention and DELETE /jobs/{id} on both backends: what goes, what stays, in batches."""
+"""Retention and DELETE /jobs/{id} on both backends: what goes, what stays, in batches; and
+the rows of domains no job names any more."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -10,8 +11,8 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobNotFound, JobStore, StateConflict
 from app.store.queue import Queue
-from app.store.retention import prune_jobs
-from app.store.tables import Attempt, JobContent, JobRow
+from app.store.retention import prune_domains, prune_jobs
+from app.store.tables import Attempt, JobContent, JobRow, domains, new_domain
 from tests.conftest import running_app
 from tests.outcomes import failed, record, succeeded
 
@@ -126,6 +127,74 @@ async def test_prune_works_in_batches_to_the_end(store, monkeypatch):
 
     assert (800, 2) == (deleted, len(writes))
     assert dead == await rows_of(queue.db, jobs_table, "id")
+
+
+async def add_domains(database: Database, **states: dict) -> None:
+    """A domain row per keyword (`a_test` names a.test), in the state given."""
+    columns = {"paused_until": None, "next_start_at": None}
+    rows = [new_domain(name.replace("_", ".")) | columns | state for name, state in states.items()]
+    await database.transact(lambda conn: database.backend.inserts(domains, rows).run(conn))
+
+
+async def test_prune_domains_deletes_the_rows_no_job_names_and_nothing_else(store):
+    """Retention deletes the rows of domains without jobs whose pause and interval ran out,
+    and keeps those named by a job (dead or pending) or holding a pause, a minimum interval,
+    a failure streak or a fetch in flight."""
+    jobs, queue, _ = store
+    await finish(jobs, queue, "/dead", "dead", NOW)  # a.test: a dead job
+    await jobs_on(queue, "b.test")  # pending
+    await add_domains(
+        queue.db,
+        unused_test={},
+        rested_test={"paused_until": NOW - timedelta(seconds=1)},
+        paused_test={"paused_until": NOW + timedelta(seconds=1)},
+        interval_test={"next_start_at": NOW + timedelta(seconds=1)},
+        failing_test={"consecutive_failures": 2},
+        busy_test={"in_flight": 1},
+    )
+
+    deleted = await queue.prune_domains(NOW)
+
+    kept = {"a.test", "b.test", "paused.test", "interval.test", "failing.test", "busy.test"}
+    assert (2, kept) == (deleted, await rows_of(queue.db, domains, "domain"))
+
+
+async def test_prune_domains_walks_a_slice_a_call_and_starts_again(store):
+    """Each call looks at the next `rows` rows by name and says where the next goes on;
+    the one that reaches the end says to start again."""
+    _, queue, _ = store
+    await add_domains(queue.db, **{f"d{i}_test": {} for i in range(5)})
+    await jobs_on(queue, "d1.test")
+
+    calls = [await prune_domains(queue.db, NOW, "", rows=2, batch=1)]
+    calls.append(await prune_domains(queue.db, NOW, calls[-1][1], rows=2, batch=1))
+    calls.append(await prune_domains(queue.db, NOW, calls[-1][1], rows=2, batch=1))
+
+    assert [(1, "d1.test"), (2, "d3.test"), (1, "")] == calls
+    assert {"d1.test"} == await rows_of(queue.db, domains, "domain")
+
+
+async def jobs_on(queue: Queue, domain: str) -> None:
+    await JobStore(queue.db, lambda: NOW).submit(
+        [NewJob(url=f"http://{domain}/", domain=domain, tenant="t", max_attempts=3)]
+    )
+
+
+async def test_a_domain_row_that_got_a_job_since_it_was_read_stays(store, monkeypatch):
+    """The delete checks each row again: a job submitted between the read and the delete
+    keeps its domain's row."""
+    _, queue, _ = store
+    await add_domains(queue.db, a_test={}, b_test={})
+    transact = queue.db.transact
+
+    async def submit_first(work):
+        await jobs_on(queue, "a.test")
+        return await transact(work)
+
+    monkeypatch.setattr(queue.db, "transact", submit_first)
+
+    assert 1 == await queue.prune_domains(NOW)
+    assert {"a.test"} == await rows_of(queue.db, domains, "domain")
 
 
 async def test_delete_only_terminal_jobs(store):

@@ -13,7 +13,8 @@
    They are locked as they are read (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent
    claims take different jobs and never wait on each other's).
 3. Lock the candidates' domain rows (in name order, so claims never deadlock) and read
-   their limits again, now that no other claim can change them.
+   their limits again, now that no other claim can change them. A domain whose row is
+   missing gets a fresh one first (`_lock_domains` says how one can be missing).
 4. `app.scheduling.choose` picks the jobs: priority, tenants in turn, oldest first, domain
    limits re-checked on the locked rows.
 5. Mark them running, count the attempt, lease them under a fresh random `lease_id` (the
@@ -53,6 +54,7 @@ from app.store.tables import (
     attempts,
     domains,
     jobs,
+    new_domain,
     status_is,
     tenants,
 )
@@ -296,13 +298,7 @@ def claim_in(
     if not candidates:
         return []
 
-    names = sorted({c.domain for c in candidates})
-    states = {
-        domain: DomainState(in_flight, next_start_at, paused_until)
-        for domain, in_flight, next_start_at, paused_until in all_rows(
-            conn, _LOCK_DOMAINS, {"domains": names}
-        )
-    }
+    states = _lock_domains(conn, backend, sorted({c.domain for c in candidates}))
     chosen = choose(candidates, last_served, states, limit, now, settings)
     if not chosen:
         return []
@@ -350,6 +346,26 @@ def claim_in(
         for c in chosen
         for job in [leasable[c.id]]
     ]
+
+
+def _lock_domains(
+    conn: sa.Connection, backend: Backend, names: list[str]
+) -> dict[str, DomainState]:
+    """Step 3: the domains' rows, locked, as the states `choose` reads. A row can be missing:
+    retention deletes the rows of domains without jobs (`app.store.retention`), and on
+    PostgreSQL a submit that saw the row before such a delete committed inserts its job
+    without one. Such a row is inserted afresh here, so this claim's fetches are counted
+    and the domain's limits and pauses hold again from this claim on."""
+    rows = all_rows(conn, _LOCK_DOMAINS, {"domains": names})
+    if len(rows) < len(names):
+        found = {row[0] for row in rows}
+        missing = [new_domain(name) for name in names if name not in found]
+        backend.inserts(domains, missing, skip_existing=True).run(conn)
+        rows = all_rows(conn, _LOCK_DOMAINS, {"domains": names})
+    return {
+        domain: DomainState(in_flight, next_start_at, paused_until)
+        for domain, in_flight, next_start_at, paused_until in rows
+    }
 
 
 def _lag_ms(due_since: datetime | None, now: datetime) -> int | None:

@@ -160,7 +160,9 @@ class JobStore:
         if job.status != JobStatus.PENDING:
             return job
         domain = None
-        if in_flight is not None:  # else the job's domain has no row (it always should)
+        # No row: retention deleted it as this job was submitted (`app.store.retention`);
+        # nothing holds the job back until its claim inserts the row again.
+        if in_flight is not None:
             domain = DomainState(in_flight, next_start_at, paused_until, pause_reason)
         return job.held_back_by(
             waiting_for(job.retry_after, domain, now, self.domain_max_in_flight)

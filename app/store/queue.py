@@ -3,8 +3,8 @@
 - `claim`: due jobs become leases (`app.store.claim`, where a job is claimed).
 - `extend_leases`, `record`, `pause_domain`: the heartbeat, the outcomes as policy settled
   them, a domain's pause (`app.store.record`).
-- `expired`, `next_due_at`, `prune`: what the worker reads to take back leases and to know
-  how long it may sleep, and retention (`app.store.retention`).
+- `expired`, `next_due_at`, `prune`, `prune_domains`: what the worker reads to take back
+  leases and to know how long it may sleep, and retention (`app.store.retention`).
 - `report`, `stopped`: the worker's own row in the `workers` table (`app.store.workers`).
 
 Every write of a running attempt is fenced on its claim's random `lease_id` (cleared when
@@ -22,7 +22,7 @@ from app.model import DomainPause, JobStatus, Lease, Outcome, WorkerPresence
 from app.settings import Settings
 from app.store import claim, record, workers
 from app.store.database import Database
-from app.store.retention import prune_jobs
+from app.store.retention import prune_domains, prune_jobs
 from app.store.tables import domains, jobs, status_is
 
 
@@ -30,6 +30,8 @@ class Queue:
     def __init__(self, database: Database, settings: Settings) -> None:
         self.db = database
         self.settings = settings
+        self._domains_after = ""
+        """Where the next `prune_domains` goes on in the domains table, by name."""
 
     async def claim(
         self,
@@ -93,6 +95,12 @@ class Queue:
         """Retention: delete succeeded and cancelled jobs (with their attempts and content)
         that finished before `older_than` (`app.store.retention`); how many went."""
         return await prune_jobs(self.db, older_than)
+
+    async def prune_domains(self, now: datetime) -> int:
+        """Retention: delete the rows of domains that no job names and that hold no state at
+        `now`, in the next slice of the table (`app.store.retention`); how many went."""
+        deleted, self._domains_after = await prune_domains(self.db, now, self._domains_after)
+        return deleted
 
     async def next_due_at(self, now: datetime) -> datetime | None:
         """When something may next become claimable: the earliest `retry_after` of a waiting

@@ -194,7 +194,9 @@ class Attempt(SQLModel, table=True):
 class Domain(SQLModel, table=True):
     """What every worker knows about a domain: whether it is paused, and when it was last hit.
 
-    A row exists for every domain that has jobs (inserted on submit).
+    A row exists for every domain that has jobs: inserted on submit (or by the claim that
+    finds it missing, `app.store.claim`), deleted by retention once the domain has no job
+    and its row no state to keep (`app.store.retention`).
     """
 
     __tablename__ = "domains"
