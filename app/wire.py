@@ -39,11 +39,19 @@ class BlockedOut(BaseModel):
         "domain's minimum interval between starts) or `domain_at_limit` (its in-flight limit)."
     )
     until: datetime | None = Field(description="When it ends; null for `domain_at_limit`.")
-    detail: str | None = Field(description="Why the domain is paused.")
+    detail: str | None = Field(
+        description="Why the domain is paused. Null for a tenant's API key: the pause may "
+        "come from other tenants' fetches of the domain."
+    )
 
     @classmethod
     def of(cls, blocked: Blocked) -> "BlockedOut":
         return cls(reason=blocked.reason, until=blocked.until, detail=blocked.detail)
+
+    def for_tenant(self) -> "BlockedOut":
+        """What a tenant's key is told: what holds its job back and until when, not why its
+        domain is paused (another tenant's failures may have paused it)."""
+        return self.model_copy(update={"detail": None})
 
 
 class JobOut(BaseModel):
@@ -116,10 +124,18 @@ class JobOut(BaseModel):
             finished_at=job.finished_at,
         )
 
+    def for_tenant(self) -> "JobOut":
+        """The job as a tenant's key sees it (`BlockedOut.for_tenant`)."""
+        blocked_by = self.blocked_by and self.blocked_by.for_tenant()
+        return self.model_copy(update={"blocked_by": blocked_by})
+
 
 class AttemptOut(BaseModel):
     number: int
-    worker_id: str
+    worker_id: str | None = Field(
+        description="The worker process that ran it (`host:pid:...`, as `GET /workers` names "
+        "it). Null for a tenant's API key: workers serve every tenant."
+    )
     started_at: datetime
     finished_at: datetime | None
     outcome: AttemptOutcome | None = Field(description="null while the attempt runs.")
@@ -132,6 +148,10 @@ class AttemptOut(BaseModel):
     @classmethod
     def of(cls, attempt: Attempt) -> "AttemptOut":
         return cls.model_validate(attempt, from_attributes=True)
+
+    def for_tenant(self) -> "AttemptOut":
+        """The attempt as a tenant's key sees it: without the worker that ran it."""
+        return self.model_copy(update={"worker_id": None})
 
 
 class StatusCounts(BaseModel):

@@ -1,7 +1,13 @@
-"""API keys: every job endpoint needs one, and a tenant sees only its own jobs."""
+"""API keys: every job endpoint needs one, and a tenant sees only its own jobs, and of
+them nothing of other tenants' activity."""
+
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app import policy
+from app.model import DomainPause
+from app.store.queue import Queue
 from tests.conftest import running_app
 
 KEY_A = "a" * 20
@@ -80,6 +86,46 @@ async def test_bulk_retry_stays_in_the_tenant(client):
     """A tenant's bulk retry requeues nothing of another tenant's."""
     response = await client.post("/jobs/retry", params={"status": "dead"}, headers=auth(KEY_B))
     assert {"requeued": 0} == response.json()
+
+
+async def test_a_tenant_is_told_nothing_of_other_tenants_activity(make_settings):
+    """On a domain shared with other tenants and paused by their failures, a tenant's key
+    reads what holds its job back and until when, but not why the domain is paused, and
+    its attempts without the worker that ran them; the admin key reads both."""
+    keys = {KEY_A: "tenant-a", KEY_B: "tenant-b", ADMIN: "*"}
+    settings = make_settings(worker_enabled=False, api_keys=keys)
+    async with running_app(settings) as (app, client):
+        job = (await client.post("/jobs", json={"url": URL}, headers=auth(KEY_A))).json()
+        await client.post("/jobs", json={"url": URL}, headers=auth(KEY_B))
+        queue = Queue(app.state.runtime.database, app.state.runtime.settings)
+        now = datetime.now(UTC)
+        (lease,) = await queue.claim("host:4242:a1b2", 1, now, 60)
+        await queue.record([policy.handed_back(lease, now)], now)
+        until = (now + timedelta(hours=1)).replace(microsecond=0)
+        await queue.pause_domain("example.test", DomainPause(until, "HTTP 503, backoff 3600s"))
+
+        seen = {}
+        for name, key in [("tenant", KEY_A), ("admin", ADMIN)]:
+            one = (await client.get(f"/jobs/{job['id']}", headers=auth(key))).json()
+            listed = (await client.get("/jobs", headers=auth(key))).json()["items"]
+            history = await client.get(f"/jobs/{job['id']}/attempts", headers=auth(key))
+            mine = [item for item in listed if item["id"] == job["id"]]
+            seen[name] = (
+                one["blocked_by"],
+                [item["blocked_by"] for item in mine],
+                [attempt["worker_id"] for attempt in history.json()["items"]],
+            )
+
+    assert job["id"] == lease.id
+    blocked = {"reason": "domain_paused", "until": until.isoformat().replace("+00:00", "Z")}
+    assert {
+        "tenant": (blocked | {"detail": None}, [blocked | {"detail": None}], [None]),
+        "admin": (
+            blocked | {"detail": "HTTP 503, backoff 3600s"},
+            [blocked | {"detail": "HTTP 503, backoff 3600s"}],
+            ["host:4242:a1b2"],
+        ),
+    } == seen
 
 
 FOREIGN = [

@@ -1,4 +1,9 @@
-"""The job endpoints: submit, read, list, retry, cancel, delete."""
+"""The job endpoints: submit, read, list, retry, cancel, delete.
+
+A tenant's key is told what concerns its own jobs only (`shown`, `shown_attempt`): not why
+a domain shared with other tenants is paused, nor which worker ran an attempt. Admin keys
+and an open service (no keys) see everything.
+"""
 
 import hashlib
 from typing import Annotated
@@ -16,6 +21,7 @@ from app.fetch.guard import BlockedDestination, Destinations
 from app.fetch.urls import domain_of, job_url
 from app.model import JobStatus, NewJob
 from app.settings import Settings
+from app.store.tables import Attempt, Job
 from app.wire import AttemptOut, JobOut
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=responses(401))
@@ -40,6 +46,18 @@ StatusFilter = Annotated[
         alias="status", description="Comma-separated statuses, e.g. `dead` or `pending,running`."
     ),
 ]
+
+
+def shown(job: Job, caller: Caller) -> JobOut:
+    """`job` as `caller` may see it (`JobOut.for_tenant` for a tenant's key)."""
+    out = JobOut.of(job)
+    return out if caller.is_admin else out.for_tenant()
+
+
+def shown_attempt(attempt: Attempt, caller: Caller) -> AttemptOut:
+    """`attempt` as `caller` may see it (`AttemptOut.for_tenant` for a tenant's key)."""
+    out = AttemptOut.of(attempt)
+    return out if caller.is_admin else out.for_tenant()
 
 
 def _new_job(
@@ -146,7 +164,7 @@ async def submit_job(
         events.jobs_submitted(1)
     else:
         response.status_code = status.HTTP_200_OK
-    return JobOut.of(job)
+    return shown(job, caller)
 
 
 @router.post(
@@ -178,7 +196,7 @@ async def submit_batch(
         ]
     )
     events.jobs_submitted(len(created))
-    return JobList(items=[JobOut.of(job) for job in created])
+    return JobList(items=[shown(job, caller) for job in created])
 
 
 @router.get("", name="list_jobs", responses=responses(400))
@@ -195,7 +213,7 @@ async def list_jobs(
     if caller.tenant is not None:
         tenant = caller.tenant
     page = await jobs.list(_statuses(status_filter), domain, tenant, limit, cursor)
-    return JobPage(items=[JobOut.of(job) for job in page.items], next_cursor=page.next_cursor)
+    return JobPage(items=[shown(job, caller) for job in page.items], next_cursor=page.next_cursor)
 
 
 @router.post("/retry", name="retry_jobs")
@@ -223,26 +241,26 @@ async def retry_jobs(
 
 @router.get("/{job_id}", name="get_job", responses=responses(404))
 async def get_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
-    return JobOut.of(await jobs.get(job_id, caller.tenant))
+    return shown(await jobs.get(job_id, caller.tenant), caller)
 
 
 @router.get("/{job_id}/attempts", name="list_attempts", responses=responses(404))
 async def list_attempts(job_id: str, jobs: JobsDep, caller: CallerDep) -> AttemptList:
     """The job's history: one entry per attempt, oldest first."""
     history = await jobs.attempts(job_id, caller.tenant)
-    return AttemptList(items=[AttemptOut.of(a) for a in history])
+    return AttemptList(items=[shown_attempt(a, caller) for a in history])
 
 
 @router.post("/{job_id}/retry", name="retry_job", responses=responses(404, 409))
 async def retry_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
     """Dead or cancelled: pending with a fresh budget. Pending: due now. Otherwise 409."""
-    return JobOut.of(await jobs.retry(job_id, caller.tenant))
+    return shown(await jobs.retry(job_id, caller.tenant), caller)
 
 
 @router.post("/{job_id}/cancel", name="cancel_job", responses=responses(404, 409))
 async def cancel_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
     """Pending: cancelled. Otherwise 409."""
-    return JobOut.of(await jobs.cancel(job_id, caller.tenant))
+    return shown(await jobs.cancel(job_id, caller.tenant), caller)
 
 
 @router.delete(
