@@ -66,7 +66,8 @@ def _now() -> sa.BindParameter[datetime]:
 
 _ONE = sa.literal_column("1", sa.Integer)
 """LIMIT 1 written out: bound, PostgreSQL's plan for any value assumes a tenth of the rows,
-and its cost of a walk through 100 tenants' jobs passes the JIT threshold."""
+so the tenants' walk costs it 36,000 with 100 tenants instead of 800, and past 100,000
+(some 300 tenants) it compiles the walk (JIT) on every claim."""
 
 
 def _blocks() -> sa.ColumnElement[bool]:
@@ -79,36 +80,28 @@ def _blocks() -> sa.ColumnElement[bool]:
     )
 
 
-def claimable_now() -> sa.ColumnElement[bool]:
-    """A job a claim may take now: pending, due, and on a domain that may start a fetch.
-    The one predicate behind the look before a claim, the tenants' turn and the candidates
-    (bound: `now`, `domain_limit`).
+_JOBS_AND_DOMAINS = jobs.outerjoin(domains, domains.c.domain == jobs.c.domain)
+"""Each job beside its domain's row (none if the row is missing: `_lock_domains`)."""
 
-    Each job's domain row is looked up through the primary key as the job is read, so a
-    claim reads the rows of its candidates' domains only, however many rows the table holds
-    (one per host ever submitted, until retention deletes it): the set of blocked domains
-    computed once per statement read the whole table, 2 -> 41 ms a claim on SQLite at
-    200,000 rows. The lookup's shape is chosen for PostgreSQL's planner:
 
-    - the first row at or after the job's domain in key order, then whether it is that
-      domain: for a row by equality, PostgreSQL scans a table of a few pages for each job
-      instead (200 domains, a tenant's 20,000 jobs on a paused one: a claim took 0.6 s);
-    - a scalar subquery, not NOT EXISTS, which it turns into an anti join that may hash the
-      whole table once per tenant;
-    - tested as a bare boolean, not `IS NULL`, which it expects to keep one row in 200, so
-      it costs the tenants' walk high enough to compile it (JIT, 15-20 ms a claim).
-    """
-    blocked = (
-        sa.select(sa.and_(domains.c.domain == jobs.c.domain, _blocks()))
-        .where(domains.c.domain >= jobs.c.domain)
-        .order_by(domains.c.domain)
-        .limit(_ONE)
-        .scalar_subquery()
-    )
-    return sa.and_(
+def claimable_now(select: sa.Select[Any]) -> sa.Select[Any]:
+    """`select` of the jobs a claim may take now: pending, due, and on a domain that may
+    start a fetch. The one filter behind the look before a claim, the tenants' turn and the
+    candidates (bound: `now`, `domain_limit`).
+
+    It reads each job beside its domain's row (`_JOBS_AND_DOMAINS`, an outer join on the
+    row's primary key), so a claim reads the rows of its candidates' domains only, however
+    many rows the table holds (one per host ever submitted, until retention deletes it):
+    the set of blocked domains computed once per statement read the whole table, 2 -> 41 ms
+    a claim on SQLite at 200,000 rows. A join, not a subquery per job: for a table of a few
+    pages, PostgreSQL answers a subquery by scanning the table for each job it asks about
+    (200 domains, a tenant's 20,000 jobs of a paused one ahead: a claim took 0.6 s), where a
+    join walks the primary key or hashes the table once; and not NOT EXISTS, which it turns
+    into an anti join that may hash the whole table once per tenant, however large."""
+    return select.select_from(_JOBS_AND_DOMAINS).where(
         status_is(JobStatus.PENDING),
         sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= _now()),
-        ~sa.func.coalesce(blocked, sa.false()),
+        ~sa.func.coalesce(_blocks(), sa.false()),
     )
 
 
@@ -121,8 +114,7 @@ def _bound(now: datetime, settings: Settings, **values: object) -> dict[str, obj
 # more than running them (a claim of 32 among 100 tenants spent most of its time there).
 
 _ANYTHING_CLAIMABLE = (
-    sa.select(jobs.c.id)
-    .where(claimable_now())
+    claimable_now(sa.select(jobs.c.id))
     .order_by(jobs.c.priority.desc(), jobs.c.created_at)
     .limit(_ONE)
 )
@@ -133,8 +125,7 @@ _ANYTHING_CLAIMABLE = (
 _WAITING_TENANTS = (
     sa.select(tenants.c.tenant, tenants.c.last_served_at)
     .where(
-        sa.select(jobs.c.id)
-        .where(jobs.c.tenant == tenants.c.tenant, claimable_now())
+        claimable_now(sa.select(jobs.c.id).where(jobs.c.tenant == tenants.c.tenant))
         .order_by(jobs.c.priority.desc(), jobs.c.created_at)
         .limit(_ONE)
         .scalar_subquery()
@@ -148,24 +139,25 @@ _WAITING_TENANTS = (
 def _firsts(tenant: sa.ColumnElement[str]) -> sa.Select[Any]:
     """`tenant`'s first `per_tenant` (bound) claimable jobs in claim order, locked as they
     are read."""
+    candidates = sa.select(
+        jobs.c.id,
+        jobs.c.tenant,
+        jobs.c.domain,
+        jobs.c.priority,
+        jobs.c.created_at,
+        DUE_SINCE.label("due_since"),
+        # What the lease needs beyond the candidate: read here, not returned by the take
+        # (the rows are locked, so the take changes them as read).
+        jobs.c.url,
+        jobs.c.attempts,
+        jobs.c.max_attempts,
+        jobs.c.deferrals,
+    ).where(jobs.c.tenant == tenant)
     return lock_skipping(
-        sa.select(
-            jobs.c.id,
-            jobs.c.tenant,
-            jobs.c.domain,
-            jobs.c.priority,
-            jobs.c.created_at,
-            DUE_SINCE.label("due_since"),
-            # What the lease needs beyond the candidate: read here, not returned by the
-            # take (the rows are locked, so the take changes them as read).
-            jobs.c.url,
-            jobs.c.attempts,
-            jobs.c.max_attempts,
-            jobs.c.deferrals,
-        )
-        .where(jobs.c.tenant == tenant, claimable_now())
+        claimable_now(candidates)
         .order_by(jobs.c.priority.desc(), jobs.c.created_at)
-        .limit(sa.bindparam("per_tenant", type_=sa.Integer))
+        .limit(sa.bindparam("per_tenant", type_=sa.Integer)),
+        of=jobs,
     )
 
 

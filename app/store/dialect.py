@@ -673,10 +673,11 @@ def lock_rows(select: sa.Select[Any]) -> sa.Select[Any]:
     return select.with_for_update()
 
 
-def lock_skipping(select: sa.Select[Any]) -> sa.Select[Any]:
+def lock_skipping(select: sa.Select[Any], of: sa.Table | None = None) -> sa.Select[Any]:
     """`FOR UPDATE SKIP LOCKED` on PostgreSQL, so concurrent claims take different rows and
-    never wait on each other's. Dropped on SQLite, whose claims queue on the one writer."""
-    return select.with_for_update(skip_locked=True)
+    never wait on each other's (with `of`, only that table's rows: the others of a join
+    stay unlocked). Dropped on SQLite, whose claims queue on the one writer."""
+    return select.with_for_update(skip_locked=True, of=of)
 
 
 def all_rows(
