@@ -14,7 +14,6 @@ such row" for a value no row can hold, without asking a database that would fail
 
 import math
 import re
-from collections.abc import Iterator
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -32,20 +31,6 @@ def is_text(value: str) -> bool:
 def storable(value: str) -> bool:
     """True if a text column of either database can hold `value` (so a row can match it)."""
     return "\x00" not in value and is_text(value)
-
-
-def strings_in(value: Any) -> Iterator[str]:
-    """Every string of a decoded JSON value, keys included, however deep (no recursion)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
 
 
 def shown(value: Any, depth: int = SHOWN_DEPTH) -> Any:
