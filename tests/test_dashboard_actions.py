@@ -226,8 +226,9 @@ async def test_recent_successes_link_their_content_served_sandboxed(make_setting
         text = await client.get(f"/dashboard/jobs/{job['id']}/text", headers=basic)
     assert [job["id"]] == rows(page, "succeeded")
     assert f'href="/dashboard/jobs/{job["id"]}/content"' in page
-    assert (b"<title>T</title><main>Body text</main>", "sandbox") == (
+    # Two policies, both enforced: the content's sandbox, and no framing as on every answer.
+    assert (b"<title>T</title><main>Body text</main>", ["sandbox", "frame-ancestors 'none'"]) == (
         body.content,
-        body.headers["content-security-policy"],
+        body.headers.get_list("content-security-policy"),
     )
     assert "Body text" in text.text
