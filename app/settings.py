@@ -91,6 +91,26 @@ def _host_entries(value: object) -> object:
     return tuple(checked)
 
 
+# An entry of INGEST_ALLOWED_HOSTNAMES: `*`, a name, or `*.` and a name (ASCII: a browser
+# sends an internationalized name in its xn-- form).
+_HOSTNAME_PATTERN = re.compile(r"\*|(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)*")
+
+
+def _hostnames(value: object) -> object:
+    """Split and check `ingest.example.com, *.example.com`; lower-cased, without a final dot."""
+    entries = _split_names(value)
+    if not isinstance(entries, tuple):
+        return entries
+    checked = tuple(entry.lower().rstrip(".") for entry in entries)
+    for entry in checked:
+        if not _HOSTNAME_PATTERN.fullmatch(entry):
+            raise ValueError(
+                f"{entry!r} is not a host name, *.domain or * (no port; an internationalized "
+                "name in its xn-- form)"
+            )
+    return checked
+
+
 def parse_api_keys(value: str) -> dict[str, str]:
     """Parse `"key1:tenant-a,key2:*"` into {key: tenant}."""
     keys: dict[str, str] = {}
@@ -136,6 +156,13 @@ class Settings(BaseSettings):
     # HTTP API
     host: str = Field("127.0.0.1", description="Address `ingest serve` listens on.")
     port: int = Field(8000, ge=1, le=65535, description="Port `ingest serve` listens on.")
+    allowed_hostnames: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Comma-separated names the API answers to besides IP addresses, "
+        "localhost and INGEST_HOST: ingest.example.com, *.example.com for any name under "
+        "it, * for any (behind a proxy that checks Host). A request for any other Host is "
+        "refused with 421, against DNS rebinding.",
+    )
     max_request_bytes: int = Field(
         4 * 1024 * 1024,
         ge=1024,
@@ -329,6 +356,11 @@ class Settings(BaseSettings):
     @classmethod
     def _hosts(cls, value: object) -> object:
         return _host_entries(value)
+
+    @field_validator("allowed_hostnames", mode="before")
+    @classmethod
+    def _hostnames(cls, value: object) -> object:
+        return _hostnames(value)
 
     @field_validator("allowed_content_types", mode="before")
     @classmethod

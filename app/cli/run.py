@@ -33,12 +33,17 @@ def serve_api(host: str | None, port: int | None) -> None:
     from app.api.app import create_app
 
     settings = load_settings()
+    # --host stands for INGEST_HOST wherever it is read: the API answers to the name it
+    # listens on (`app.api.hosts`). Not --port: `--port 0` (any free port) is no valid
+    # INGEST_PORT, and the worker process rebuilds the settings it is sent.
+    if host is not None:
+        settings = settings.model_copy(update={"host": host})
     # Checked before logging is set up: importing Alembic logs its plugins at INFO.
     _refuse_unknown_schema(settings.database_url)
     configure_logging(settings.log_level, settings.log_format)
     # Listen before the app starts: its lifespan starts the worker, which must not claim a
     # job in a process that then fails to bind and exits.
-    listener = _listen(host or settings.host, settings.port if port is None else port)
+    listener = _listen(settings.host, settings.port if port is None else port)
     config = uvicorn.Config(
         create_app(settings),
         log_config=None,
