@@ -134,8 +134,13 @@ def _split_names(value: object) -> object:
 
 
 class Settings(BaseSettings):
+    # No error repeats the value it refused: settings hold passwords and keys.
     model_config = SettingsConfigDict(
-        env_prefix="INGEST_", env_file=".env", extra="ignore", frozen=True
+        env_prefix="INGEST_",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+        hide_input_in_errors=True,
     )
 
     # Storage
@@ -326,6 +331,14 @@ class Settings(BaseSettings):
         description="Deadline for one callback POST: connect, send and the answer's headers "
         "(its body is never read).",
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        from app.database_url import parsed  # here: SQLAlchemy is no import of `ingest --help`
+
+        parsed(value)
+        return value
 
     @field_validator("transient_errors", mode="before")
     @classmethod

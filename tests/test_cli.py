@@ -396,6 +396,32 @@ def test_unreachable_postgresql_is_one_line(monkeypatch, tmp_path):
         assert "s3cret" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "postgresql://ingest:s3cret@127.0.0.1:notaport/x",
+            "postgresql://***@127.0.0.1:notaport/x",
+        ),
+        ("ingest:s3cret@127.0.0.1/x", "***@127.0.0.1/x"),
+        ("postgres ql://ingest:s3cret@127.0.0.1/x", "postgres ql://***@127.0.0.1/x"),
+        ("postgresql://ingest:s3cret@[::1/x", "postgresql://***@[::1/x"),
+        ("mysql://ingest:s3cret@127.0.0.1/x", "mysql://ingest:***@127.0.0.1/x"),
+        ("postgresql://ingest:s3c@ret@127.0.0.1:1/x", "postgresql://***@127.0.0.1:1/x"),
+        ("postgresql://127.0.0.1:1/x?password=s3cret", "postgresql://127.0.0.1:1/x?password=***"),
+    ],
+)
+def test_a_bad_database_url_never_shows_its_password(monkeypatch, tmp_path, url, shown):
+    """A database URL that does not parse, names another database or cannot be reached:
+    every command fails with one line that names it with its password hidden."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INGEST_DATABASE_URL", url)
+    for args in (["serve"], ["worker"], ["db", "upgrade"], ["jobs", "list"], ["stats"]):
+        result = ingest(*args)
+        assert "s3cret" not in result.output, args
+        assert shown in one_line_error(result), args
+
+
 def test_invalid_settings_are_one_line(monkeypatch, tmp_path):
     """An invalid INGEST_ variable: exit 2 and one line naming it."""
     monkeypatch.chdir(tmp_path)

@@ -308,3 +308,20 @@ def test_settings_reach_a_child_process_whole(monkeypatch: pytest.MonkeyPatch) -
     assert len(changed) == 14
     assert received == settings
     assert "s3cret" == received.webhook_secret.get_secret_value()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"database_url": "postgresql://ingest:s3cret@db:notaport/x"},
+        {"database_url": "ingest:s3cret@db/x"},
+        {"api_keys": "s3cret:shop"},
+        {"api_keys": "s3cret"},
+    ],
+)
+def test_a_refused_setting_is_never_repeated(values: dict[str, str]) -> None:
+    """Settings that hold a password or a key are refused without repeating it, a database
+    URL that does not parse included (named with its password hidden)."""
+    with pytest.raises(ValidationError) as refused:
+        Settings(_env_file=None, **values)
+    assert "s3cret" not in str(refused.value)
