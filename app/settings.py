@@ -298,6 +298,12 @@ class Settings(BaseSettings):
         {},
         description="key:tenant,... (tenant * is an admin key). Empty: open, no auth.",
     )
+    allow_open_api: bool = Field(
+        False,
+        description="Let `ingest serve` listen on an address other than loopback without "
+        "INGEST_API_KEYS: anyone who reaches it may then read, retry and delete every job. "
+        "Without it, serve refuses to start so.",
+    )
 
     # Logs and metrics
     log_level: str = Field("INFO", description="Python logging level name.")

@@ -7,6 +7,7 @@ worker and no API, so it never imports FastAPI.
 import asyncio
 import errno
 import gc
+import ipaddress
 import logging
 import os
 import signal
@@ -34,10 +35,12 @@ def serve_api(host: str | None, port: int | None) -> None:
 
     settings = load_settings()
     # --host stands for INGEST_HOST wherever it is read: the API answers to the name it
-    # listens on (`app.api.hosts`). Not --port: `--port 0` (any free port) is no valid
-    # INGEST_PORT, and the worker process rebuilds the settings it is sent.
+    # listens on (`app.api.hosts`), and is open on loopback only. Not --port: `--port 0` (any
+    # free port) is no valid INGEST_PORT, and the worker process rebuilds the settings it is
+    # sent.
     if host is not None:
         settings = settings.model_copy(update={"host": host})
+    _refuse_open_to_others(settings)
     # Checked before logging is set up: importing Alembic logs its plugins at INFO.
     _refuse_unknown_schema(settings.database_url)
     configure_logging(settings.log_level, settings.log_format)
@@ -58,6 +61,29 @@ def serve_api(host: str | None, port: int | None) -> None:
     _settle_in()
     uvicorn.Server(config).run(sockets=[listener])
     log.info("ingest serve stopped")
+
+
+def _refuse_open_to_others(settings: Settings) -> None:
+    """End serve (exit 2) if it would serve the API without keys beyond this machine, unless
+    INGEST_ALLOW_OPEN_API says to: the Docker image listens on 0.0.0.0."""
+    if settings.api_keys or settings.allow_open_api or loopback(settings.host):
+        return
+    fail(
+        f"refusing to serve the API on {settings.host} without API keys: anyone who can reach "
+        "it could read, retry and delete every job. Set INGEST_API_KEYS (key:tenant,...; "
+        "tenant * for an admin), or INGEST_ALLOW_OPEN_API=true to serve it open anyway",
+        code=2,
+    )
+
+
+def loopback(host: str) -> bool:
+    """True if `host` (INGEST_HOST, serve's --host) is reached from this machine only."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False  # a name: where it points is not known here
 
 
 def _settle_in() -> None:
