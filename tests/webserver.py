@@ -16,8 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Reply:
     status: int = 200
     body: bytes = b"<html><head><title>Hello</title></head><body>hi</body></html>"
-    content_type: str = "text/html; charset=utf-8"
-    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | bytes = "text/html; charset=utf-8"
+    """A str is sent as Latin-1 (`"²"` is the byte 0xB2); bytes as they are (`"€".encode()`)."""
+    headers: dict[str, str | bytes] = field(default_factory=dict)
     delay: float = 0.0
     """Seconds to wait before answering."""
     drop: bool = False
@@ -96,16 +97,22 @@ class ScriptedServer:
                         self.close_connection = True
                         return
                     self.send_response(reply.status)
-                    self.send_header("Content-Type", reply.content_type)
+                    self.header("Content-Type", reply.content_type)
                     self.send_header("Content-Length", str(len(reply.body)))
                     for name, value in reply.headers.items():
-                        self.send_header(name, value)
+                        self.header(name, value)
                     self.end_headers()
                     self.wfile.write(reply.body)
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
                 finally:
                     server._done()
+
+            def header(self, name: str, value: str | bytes) -> None:
+                if isinstance(value, str):
+                    self.send_header(name, value)  # as Latin-1
+                else:
+                    self._headers_buffer.append(name.encode() + b": " + value + b"\r\n")
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))

@@ -15,6 +15,10 @@ fatal, and named:
 Everything else is classified by `app.policy`. The fetcher keeps no state about jobs and
 never sleeps for backoff.
 
+What it keeps of the answer's headers (its Content-Type, Retry-After) and its final URL is
+printable ASCII (`_printable_ascii`): those strings are served again as headers (which
+must be Latin-1) and printed on operators' terminals (where an ESC starts a command).
+
 Memory stays bounded whatever the server sends: redirects are followed here, closing each
 3xx without reading its body (httpx would read it whole); bodies are decoded here rather
 than by httpx, with zlib allowed at most DECODE_STEP bytes of output per step, so a
@@ -186,7 +190,7 @@ class Fetcher:
         failure = classify_status(
             response.status_code,
             settings.transient_status_codes,
-            response.headers.get("retry-after"),
+            _header(response, "retry-after"),
         )
         if failure is None:
             failure = self._refuse_headers(response)
@@ -205,10 +209,9 @@ class Fetcher:
         if failure is not None:
             spool.close()
             return failure
-        content_type = _capped(response.headers.get("content-type"))
-        return _Body(
-            response.status_code, str(response.url), content_type, spool, digest.hexdigest()
-        )
+        content_type = _capped(_header(response, "content-type"))
+        final_url = _printable_ascii(str(response.url))
+        return _Body(response.status_code, final_url, content_type, spool, digest.hexdigest())
 
     async def _read(
         self, stream: AsyncIterator[bytes], inflater: Inflater, spool: IO[bytes], digest: Any
@@ -238,7 +241,7 @@ class Fetcher:
         headers = response.headers
         length = headers.get("content-length", "")
         empty = response.status_code in (204, 205) or length == "0"
-        media = media_type(headers.get("content-type"))
+        media = media_type(_header(response, "content-type"))
         if not empty and not is_allowed_type(media, self.settings.allowed_content_types):
             return _fatal(
                 "UnsupportedContentType",
@@ -248,7 +251,7 @@ class Fetcher:
         if len(coding) > 1 or (coding and coding[0] not in Inflater.CODINGS):
             return _fatal(
                 "UnsupportedContentEncoding",
-                f"content encoding {headers['content-encoding']!r} was not offered",
+                f"content encoding {_header(response, 'content-encoding')!r} was not offered",
             )
         if not coding and length.isdigit() and int(length) > self.settings.max_body_bytes:
             return _too_large(self.settings.max_body_bytes)
@@ -294,6 +297,27 @@ def _read_and_extract(spool: IO[bytes], content_type: str | None) -> tuple[bytes
 
 def _too_large(limit: int) -> Failure:
     return _fatal("BodyTooLarge", f"body exceeds {limit} bytes")
+
+
+def _header(response: httpx.Response, name: str) -> str | None:
+    """The header `name` of `response` as printable ASCII (`_printable_ascii`), or None."""
+    value = response.headers.get(name)
+    if value is None:
+        return None
+    # Encoded back to the bytes sent: httpx decodes every header of an answer alike, as
+    # UTF-8 unless one of them is no UTF-8, then as Latin-1.
+    return _printable_ascii(value, response.headers.encoding)
+
+
+def _printable_ascii(value: str, encoding: str = "utf-8") -> str:
+    """`value` in printable ASCII: control characters dropped, each byte outside ASCII of
+    its `encoding` percent-encoded: `text/plain; x=€` is `text/plain; x=%E2%82%AC`."""
+    if value.isascii() and value.isprintable():
+        return value
+    return "".join(
+        chr(byte) if 0x20 <= byte < 0x7F else f"%{byte:02X}" if byte >= 0x80 else ""
+        for byte in value.encode(encoding, "replace")
+    )
 
 
 def _capped(content_type: str | None) -> str | None:
