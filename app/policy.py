@@ -22,7 +22,8 @@ Which failures are which (exception names are httpx's unless noted)::
     │   └── ProxyError                                                           fatal
     ├── httpx.TooManyRedirects, httpx.InvalidURL                                 fatal
     ├── app.fetch.fetcher.FetchTimeout (total deadline passed)                   transient
-    ├── app.fetch.fetcher's refusals (BlockedDestination, BodyTooLarge, ...)     fatal
+    ├── app.fetch.fetcher's refusals (BlockedDestination, BodyTooLarge,
+    │   InvalidRedirect, ...)                                                    fatal
     └── anything else: a bug or a case to classify                 fatal, logged with its trace
 
 An exception raised while deciding (by `settle` itself, say) takes the last branch too

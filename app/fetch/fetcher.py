@@ -5,6 +5,8 @@
 fatal, and named:
 
 - BlockedDestination: the SSRF guard refused a hop (`app.fetch.guard`); nothing was sent there.
+- InvalidRedirect: a redirect whose Location does not parse as a URL (the server answered:
+  its domain is not failing).
 - UnsupportedContentType: not in INGEST_ALLOWED_CONTENT_TYPES (decided on the headers).
 - UnsupportedContentEncoding: a coding we did not offer, or more than one.
 - BodyTooLarge: more than INGEST_MAX_BODY_BYTES once decoded, counted while streaming.
@@ -72,6 +74,30 @@ CONTENT_TYPE_MAX_CHARS = 255
 
 class FetchTimeout(Exception):
     """The whole fetch took longer than `fetch_timeout_seconds`."""
+
+
+class InvalidRedirect(Exception):
+    """A redirect's Location is no URL. (httpx says RemoteProtocolError, as for a dropped
+    connection, which would make a fault of the page's a transient failure of its domain.)"""
+
+
+LOCATION_SHOWN_CHARS = 200
+"""Of a Location that does not parse, this much is kept in the job's error."""
+
+
+async def _check_location(response: httpx.Response) -> None:
+    """Raise InvalidRedirect for a redirect whose Location does not parse (a response hook:
+    it runs before httpx builds the next request from the Location)."""
+    if not response.has_redirect_location:
+        return
+    location = response.headers["location"]
+    try:
+        response.request.url.join(location)
+    except httpx.InvalidURL as exc:
+        shown = _printable_ascii(location[:LOCATION_SHOWN_CHARS], response.headers.encoding)
+        raise InvalidRedirect(
+            f"HTTP {response.status_code} to Location {shown!r}, which is no URL: {exc}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -145,6 +171,7 @@ class Fetcher:
             ),
             transport=transport,
             headers={"User-Agent": settings.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
+            event_hooks={"response": [_check_location]},
         )
 
     async def fetch(self, url: str) -> Fetched | Failure:
@@ -161,6 +188,8 @@ class Fetcher:
             return classify_exception(exc, settings.transient_errors)
         except BlockedDestination as exc:
             return _fatal("BlockedDestination", str(exc))
+        except InvalidRedirect as exc:
+            return _fatal("InvalidRedirect", str(exc))
         except Exception as exc:  # every failure becomes a classified outcome
             if _headers_too_large(exc):
                 return _fatal("HeadersTooLarge", "response headers are too large")

@@ -461,6 +461,23 @@ async def test_redirect_to_an_unsupported_scheme_is_fatal() -> None:
     )
 
 
+@pytest.mark.parametrize("location", ["http://[::1", "http://\x1b[31m/"])
+async def test_a_redirect_to_no_url_is_a_fatal_invalid_redirect(location: str) -> None:
+    """A Location that does not parse is the page's fault, fatal InvalidRedirect (httpx says
+    RemoteProtocolError, which is transient); the error shows it in printable ASCII."""
+    result = await fetch(
+        lambda request: httpx.Response(302, headers={"Location": location}), "http://e.test/"
+    )
+
+    shown = location.replace("\x1b", "")
+    assert (ErrorKind.FATAL, "InvalidRedirect", None) == (
+        result.kind,
+        result.type,
+        result.http_status,
+    )
+    assert result.message.startswith(f"HTTP 302 to Location {shown!r}, which is no URL: ")
+
+
 # ---- limits and refusals ------------------------------------------------------------------
 
 
