@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -425,8 +425,29 @@ async def readable_everywhere(client: httpx.AsyncClient, job_id: str) -> None:
     assert "\x1b" not in table.stdout
 
 
+def _answer(head: bytes, body: bytes = b"") -> tuple[bytes, float]:
+    length = b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+    return head + b"\r\n" + length + body, 0.0
+
+
+KNOWN = [
+    _answer(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-7", b"+2AA-"),
+    _answer(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; x=" + "€".encode(), b"cost"),
+    _answer(b"HTTP/1.1 429 Slow\r\nContent-Type: text/plain\r\nRetry-After: \xb2"),
+    _answer(b"HTTP/1.1 200 OK\r\nContent-Type: text/html", b"<title>\x1b]52;c;aGk=\x07</title>"),
+    _answer(b"HTTP/1.1 302 Found\r\nContent-Type: text/plain\r\nLocation: http://[::1"),
+]
+"""Answers that once broke a job or a read: a lone surrogate (UTF-7), a Content-Type outside
+Latin-1, a Retry-After of `²`, a title that drives the terminal, a Location that is no URL."""
+
+
 @ANSWERS
 @given(answer=answers())
+@example(answer=KNOWN[0])
+@example(answer=KNOWN[1])
+@example(answer=KNOWN[2])
+@example(answer=KNOWN[3])
+@example(answer=KNOWN[4])
 async def test_no_answer_breaks_a_job_or_a_read(fetching, raw_server, cli_env, trouble, answer):
     """Any answer: the job leaves `running` within its fetch deadline (and the time to claim
     and record it), no batch fails, and every read of the job works."""
