@@ -4,8 +4,8 @@
 body and returns its title and main text. Decoding never fails: the charset comes from the
 byte-order mark, then the Content-Type header, then `<meta charset>` (HTML) or the XML
 declaration, then detection (charset-normalizer), each only if it names one of the web's
-encodings (`WEB_CODECS`), and undecodable bytes become U+FFFD. The
-one content failure is JSON that does not parse (`UnparseableContent`).
+encodings (`WEB_CODECS`), and undecodable bytes become U+FFFD. The one content failure is
+JSON that does not parse (`UnparseableContent`).
 """
 
 import codecs
