@@ -281,8 +281,20 @@ class Settings(BaseSettings):
         0,
         ge=0,
         le=65535,
-        description="Port on which `ingest worker` serves GET /metrics (0: none); "
-        "`ingest serve` serves /metrics on its own port.",
+        description="Port on which `ingest worker` (and serve's worker process) serves "
+        "GET /metrics and GET /healthz (0: none); `ingest serve` serves /metrics on its own "
+        "port.",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address a worker's metrics port listens on (0.0.0.0 to be scraped from "
+        "other hosts, or in a container); not INGEST_HOST, which is the API's.",
+    )
+    metrics_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="A connection to a worker's metrics port that sends nothing for this "
+        "long (before or within its request) is closed.",
     )
 
     # Webhooks: a POST to a job's callback_url when it succeeds or dies (app/webhooks.py)

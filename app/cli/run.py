@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from app.cli.runner import fail, load_settings, one_line, require_schema, run_on_database
+from app.keys import Keys
 from app.metrics import Metrics
 from app.observability import configure_logging
 from app.settings import Settings
@@ -143,17 +144,23 @@ def run_worker(metrics_port: int | None, child: bool = False) -> None:
     require_schema(settings.database_url)
     configure_logging(settings.log_level, settings.log_format)
     port = settings.metrics_port if metrics_port is None else metrics_port
+    host = settings.metrics_host
     metrics = Metrics()
     # One scrape per process: this worker's counts are served by this process alone.
     server = None
     if port:
         try:
-            server = metrics.serve(port, settings.host)
+            server = metrics.serve(
+                port,
+                host,
+                admins=Keys.of(settings.api_keys).admins(),
+                timeout=settings.metrics_timeout_seconds,
+            )
         except OSError as exc:
-            fail(f"cannot serve metrics on {settings.host}:{port}: {exc}")
+            fail(f"cannot serve metrics on {host}:{port}: {exc}")
         log.info(
             "worker metrics on http://%s:%d: /metrics, and /healthz (200 while the worker runs)",
-            settings.host,
+            host,
             server.port,
         )
     try:

@@ -39,6 +39,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         ("user_agent", "ingest/0.1"),
         ("transient_errors", DEFAULT_TRANSIENT_ERRORS),
         ("transient_status_codes", DEFAULT_CODES),
+        ("metrics_host", "127.0.0.1"),
+        ("metrics_timeout_seconds", 10.0),
     ],
 )
 def test_defaults(field: str, expected: object) -> None:
