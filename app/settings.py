@@ -8,9 +8,8 @@ table and .env.example carry, and beside them the checks that tie knobs together
 """
 
 import ipaddress
-import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -356,16 +355,17 @@ class Settings(BaseSettings):
             raise ValueError("fetch_timeout_seconds must be >= connect_timeout_seconds")
         return self
 
-    def to_json(self) -> str:
-        """Every setting, secrets included, for `from_json` in a process this one starts."""
+    def to_values(self) -> dict[str, Any]:
+        """Every setting as JSON values, secrets included, for `from_values` in a process
+        this one starts."""
         values = self.model_dump(mode="json")
         values["webhook_secret"] = self.webhook_secret.get_secret_value()
-        return json.dumps(values)
+        return values
 
     @classmethod
-    def from_json(cls, text: str) -> "Settings":
-        """The settings `to_json` wrote, whatever this process's environment says."""
-        return cls(_env_file=None, **json.loads(text))
+    def from_values(cls, values: dict[str, Any]) -> "Settings":
+        """The settings `to_values` gave, whatever this process's environment says."""
+        return cls(_env_file=None, **values)
 
     @property
     def prefetch(self) -> int:
