@@ -8,9 +8,8 @@ table and .env.example carry, and beside them the checks that tie knobs together
 """
 
 import ipaddress
-import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -319,8 +318,20 @@ class Settings(BaseSettings):
         0,
         ge=0,
         le=65535,
-        description="Port on which `ingest worker` serves GET /metrics (0: none); "
-        "`ingest serve` serves /metrics on its own port.",
+        description="Port on which `ingest worker` (and serve's worker process) serves "
+        "GET /metrics and GET /healthz (0: none); `ingest serve` serves /metrics on its own "
+        "port.",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address a worker's metrics port listens on (0.0.0.0 to be scraped from "
+        "other hosts, or in a container); not INGEST_HOST, which is the API's.",
+    )
+    metrics_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="A connection to a worker's metrics port that sends nothing for this "
+        "long (before or within its request) is closed.",
     )
 
     # Webhooks: a POST to a job's callback_url when it succeeds or dies (app/webhooks.py)
@@ -395,16 +406,17 @@ class Settings(BaseSettings):
             raise ValueError("fetch_timeout_seconds must be >= connect_timeout_seconds")
         return self
 
-    def to_json(self) -> str:
-        """Every setting, secrets included, for `from_json` in a process this one starts."""
+    def to_values(self) -> dict[str, Any]:
+        """Every setting as JSON values, secrets included, for `from_values` in a process
+        this one starts."""
         values = self.model_dump(mode="json")
         values["webhook_secret"] = self.webhook_secret.get_secret_value()
-        return json.dumps(values)
+        return values
 
     @classmethod
-    def from_json(cls, text: str) -> "Settings":
-        """The settings `to_json` wrote, whatever this process's environment says."""
-        return cls(_env_file=None, **json.loads(text))
+    def from_values(cls, values: dict[str, Any]) -> "Settings":
+        """The settings `to_values` gave, whatever this process's environment says."""
+        return cls(_env_file=None, **values)
 
     @property
     def prefetch(self) -> int:

@@ -9,10 +9,14 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+import sqlalchemy as sa
+
+from app import policy
 from app.clock import utc_now
 from app.settings import Settings
 from app.store.database import Database
 from app.store.queue import Queue
+from app.store.tables import domains
 from tests.conftest import eventually, running_app, submit, wait_for_status
 from tests.outcomes import take_back_expired
 from tests.webserver import Reply, ScriptedServer
@@ -299,3 +303,39 @@ async def test_always_429_is_dead_after_max_deferrals_plus_one_hits(make_setting
         dead = await wait_for_status(client, job["id"], "dead")
     assert ("rate_limited", 0, 2) == (dead["dead_reason"], dead["attempts"], dead["deferrals"])
     assert 3 == web.count("/never")
+
+
+async def test_a_retry_after_of_odd_digits_defers_like_none(make_settings, web):
+    """A 429 whose Retry-After is `²` (byte 0xB2: a digit to str.isdigit, not to float) is
+    deferred by the backoff, as without the header, and the job then succeeds."""
+    url = web.script("/limited", Reply(429, headers={"Retry-After": "²"}), Reply(200))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+        done = await wait_for_status(client, job["id"], "succeeded")
+        assert ["rate_limited", "succeeded"] == await history(client, job["id"])
+    assert (1, 1) == (done["attempts"], done["deferrals"])
+
+
+async def test_an_outcome_that_cannot_be_decided_kills_the_job_and_frees_its_slot(
+    make_settings, web, monkeypatch
+):
+    """When settling a fetch raises (a bug), the job is dead at once, fatal, the exception
+    its error; its domain's slot is free and the worker goes on with the next job."""
+
+    def settle(*args, **kwargs):
+        raise RuntimeError("no decision")
+
+    monkeypatch.setattr(policy, "settle", settle)
+    async with running_app(make_settings()) as (app, client):
+        job = await submit(client, web.url("/page"))
+        dead = await wait_for_status(client, job["id"], "dead")
+        async with app.state.runtime.database.read() as conn:
+            in_flight = (await conn.execute(sa.select(domains.c.in_flight))).scalar_one()
+        monkeypatch.undo()
+        after = await submit(client, web.url("/after"))
+        await wait_for_status(client, after["id"], "succeeded")
+        assert ["fatal"] == await history(client, job["id"])
+    assert ("fatal", 1, 0) == (dead["dead_reason"], dead["attempts"], in_flight)
+    assert {"kind": "fatal", "type": "RuntimeError", "message": "no decision"} == {
+        key: dead["last_error"][key] for key in ("kind", "type", "message")
+    }

@@ -28,11 +28,12 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.api import content
-from app.api.auth import ADMIN, Caller, tenant_of
+from app.api.auth import Caller
 from app.api.chart import layout
-from app.api.deps import ContentsDep, JobsDep, RuntimeDep, SettingsDep
+from app.api.deps import ContentsDep, JobsDep, RuntimeDep
 from app.api.notices import RETRIES, Code, Notice, NoticeDep, sentence
 from app.api.pages import View, ViewDep, templates
+from app.keys import ADMIN
 from app.model import JobStatus
 from app.settings import Settings
 from app.store.activity import finished_per_minute
@@ -61,11 +62,11 @@ def presented_key(authorization: str) -> str | None:
     return None
 
 
-async def _guard(request: Request, settings: SettingsDep) -> None:
-    if not settings.api_keys:
+async def _guard(request: Request, runtime: RuntimeDep) -> None:
+    if not runtime.keys:
         return
     key = presented_key(request.headers.get("authorization", "")) or ""
-    if tenant_of(key, settings.api_keys) != ADMIN:
+    if runtime.keys.tenant_of(key) != ADMIN:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             "the dashboard needs an admin API key",

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING
 import typer
 
 from app.cli.runner import fail, load_settings, one_line, require_schema, run_on_database
+from app.keys import Keys
 from app.metrics import Metrics
 from app.observability import configure_logging
 from app.settings import Settings
+from app.worker_process import Handoff
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -166,25 +168,33 @@ def _refuse_unknown_schema(database_url: str) -> None:
 
 
 def run_worker(metrics_port: int | None, child: bool = False) -> None:
-    """`ingest worker`; as `ingest serve`'s `child`, on the settings serve sends first on
-    standard input (`app.worker_process`)."""
-    settings = Settings.from_json(_first_line(sys.stdin.fileno())) if child else load_settings()
+    """`ingest worker`; as `ingest serve`'s `child`, on what serve sends first on standard
+    input (`app.worker_process.Handoff`)."""
+    if child:
+        handoff = Handoff.from_line(_first_line(sys.stdin.fileno()))
+        settings, metrics_keys = handoff.settings, handoff.metrics_keys
+    else:
+        settings = load_settings()
+        metrics_keys = Keys.of(settings.api_keys).admins()
     # A worker does not migrate: without the schema it would fail on every poll. Checked
     # before logging is set up: importing Alembic logs its plugins at INFO.
     require_schema(settings.database_url)
     configure_logging(settings.log_level, settings.log_format)
     port = settings.metrics_port if metrics_port is None else metrics_port
+    host = settings.metrics_host
     metrics = Metrics()
     # One scrape per process: this worker's counts are served by this process alone.
     server = None
     if port:
         try:
-            server = metrics.serve(port, settings.host)
+            server = metrics.serve(
+                port, host, admins=metrics_keys, timeout=settings.metrics_timeout_seconds
+            )
         except OSError as exc:
-            fail(f"cannot serve metrics on {settings.host}:{port}: {exc}")
+            fail(f"cannot serve metrics on {host}:{port}: {exc}")
         log.info(
             "worker metrics on http://%s:%d: /metrics, and /healthz (200 while the worker runs)",
-            settings.host,
+            host,
             server.port,
         )
     try:

@@ -747,12 +747,6 @@ def floor_minus(column: sa.ColumnElement[int], n: Any) -> sa.ColumnElement[int]:
     return sa.case((column > n, column - n), else_=0)
 
 
-def storable_text(value: str) -> str:
-    """`value` without NUL characters, which PostgreSQL's text type cannot hold (SQLite's
-    can; fetched text is stored the same way on both)."""
-    return value.replace("\x00", "")
-
-
 def partial_index(name: str, *columns: Any, where: str) -> sa.Index:
     """An index of the rows matching `where` only (an SQL predicate that compares `status`
     with a literal: the queries must use the very same literal for either planner to pick

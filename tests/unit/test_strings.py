@@ -6,7 +6,7 @@ import json
 import pytest
 
 from app.api.bodies import METADATA_MAX_BYTES, bounded_metadata, text_only
-from app.strings import is_text, shown, storable
+from app.strings import is_text, shown, storable, storable_text
 
 
 @pytest.mark.parametrize(
@@ -23,6 +23,23 @@ from app.strings import is_text, shown, storable
 def test_is_text_and_storable(value: str, text: bool, stored: bool) -> None:
     """Lone surrogates are not text; NUL is text that PostgreSQL cannot store."""
     assert (text, stored) == (is_text(value), storable(value))
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        ("plain", "plain"),
+        ("😀 ü \ufffd", "😀 ü \ufffd"),
+        ("a\x00b\x00", "a\ufffdb\ufffd"),
+        ("\ud800", "\ufffd"),
+        ("é\udfffb\x00", "é\ufffdb\ufffd"),
+        ("\ud83d\ude00", "\ufffd\ufffd"),
+        ("", ""),
+    ],
+)
+def test_storable_text_replaces_what_no_database_holds(value: str, stored: str) -> None:
+    """Lone surrogates and NUL become U+FFFD, the rest stays; the result is storable."""
+    assert (stored, True) == (storable_text(value), storable(storable_text(value)))
 
 
 def test_shown_replaces_what_json_cannot_carry() -> None:
