@@ -73,9 +73,10 @@ async def test_503_dies_after_max_attempts_with_growing_gaps(make_settings, web)
     hits = web.hits["/down"]
     assert 4 == len(hits)
     gaps = [b - a for a, b in itertools.pairwise(hits)]
+    # Each gap at least its backoff, which doubles: on a busy machine a wake-up can come
+    # late, so the gaps themselves need not grow.
     for gap, backoff in zip(gaps, [0.2, 0.4, 0.8], strict=True):
         assert gap >= backoff * 0.95, gaps
-    assert gaps == sorted(gaps)
 
 
 async def test_fail_twice_then_succeed(make_settings, web):
@@ -156,13 +157,15 @@ async def test_heartbeat_keeps_a_slow_fetch_from_running_twice(make_settings, we
 
 async def test_graceful_shutdown_hands_the_job_back(make_settings, web):
     """A fetch still running at shutdown is handed back pending, its attempt not spent."""
-    url = web.script("/stuck", Reply(delay=5), Reply(200))
+    # A fetch of 30 s against a grace of 0.2 s: a stop that waited for the fetch is told
+    # apart from one that did not however busy the machine (a stop takes a second or two).
+    url = web.script("/stuck", Reply(delay=30), Reply(200))
     settings = make_settings(shutdown_grace_seconds=0.2)
     async with running_app(settings) as (_, client):
         job = await submit(client, url)
         await eventually(lambda: _running(client, job["id"]))
         started = time.monotonic()
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 15
     async with running_app(make_settings(worker_enabled=False)) as (_, client):
         back = (await client.get(f"/jobs/{job['id']}")).json()
         assert ["interrupted"] == await history(client, job["id"])
