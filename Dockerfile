@@ -59,4 +59,6 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('INGEST_PORT', '8000') + '/healthz', timeout=4)"]
 
+# Every address: serve refuses to start so without INGEST_API_KEYS (none are set here), unless
+# INGEST_ALLOW_OPEN_API=true is passed on purpose.
 CMD ["ingest", "serve", "--host", "0.0.0.0"]

@@ -8,11 +8,17 @@ Until then the job stays `running` under its lease, which the worker's heartbeat
 (`held`); if the process dies first, the lease runs out and the job is fetched again: at
 least once, never lost.
 
-A write that fails (the database is away, full, out of connections) keeps its outcomes and
-is tried again, fenced as ever, after a growing wait, for up to INGEST_LEASE_SECONDS; then
-the outcomes are given up (logged), and their jobs come back when their leases run out.
-Meanwhile `failing` is true, and the worker claims nothing: a job it fetched then could not
-be recorded either, and would cost an attempt for nothing.
+A write that fails because the database cannot serve (it is away, full, out of connections:
+`app.store.dialect.database_unavailable`) keeps its outcomes and is tried again, fenced as
+ever, after a growing wait, for up to INGEST_LEASE_SECONDS; then the outcomes are given up
+(logged), and their jobs come back when their leases run out. Meanwhile `failing` is true,
+and the worker claims nothing: a job it fetched then could not be recorded either, and
+would cost an attempt for nothing.
+
+A write that fails for any other reason is a batch the database refuses, most likely for
+one outcome in it: the outcomes are then written one by one, so a bad one costs its
+batch-mates nothing. One that cannot be written even alone is given up at once (logged
+with its error), and its job comes back when its lease runs out; the worker goes on.
 """
 
 import asyncio
@@ -26,6 +32,7 @@ from app import policy
 from app.loop import error_wait
 from app.model import Complete, DomainPause, DomainSignal, Lease, Outcome
 from app.settings import Settings
+from app.store.dialect import database_unavailable
 from app.store.queue import Queue
 from app.store.record import Recorded
 from app.wording import counted, error_line
@@ -108,30 +115,62 @@ class Completer:
 
     async def _write_until_given_up(self, batch: Sequence[Outcome], give_up: datetime) -> None:
         while True:
-            try:
-                await self.record(batch)
+            batch, exc = await self._write_isolating(batch)
+            if exc is None:
                 return
-            except Exception as exc:
-                self._failed_writes += 1
-                failed = self._failed_writes
-                if self.clock() >= give_up:
-                    log.error(
-                        "gave up recording %s after %s (%s); they run again once their "
-                        "leases run out",
-                        counted(len(batch), "finished job"),
-                        counted(failed, "failed write"),
-                        error_line(exc),
-                    )
-                    return
-                wait = error_wait(failed)
+            self._failed_writes += 1
+            failed = self._failed_writes
+            if self.clock() >= give_up:
+                log.error(
+                    "gave up recording %s after %s (%s); they run again once their leases run out",
+                    counted(len(batch), "finished job"),
+                    counted(failed, "failed write"),
+                    error_line(exc),
+                )
+                return
+            wait = error_wait(failed)
+            log.warning(
+                "recording %s failed (%s); trying again in %gs",
+                counted(len(batch), "finished job"),
+                error_line(exc),
+                wait,
+                exc_info=failed == 1,
+            )
+            await asyncio.sleep(wait)
+
+    async def _write_isolating(
+        self, batch: Sequence[Outcome]
+    ) -> tuple[Sequence[Outcome], Exception | None]:
+        """Record `batch`; when the database refuses it (not an outage), each outcome alone.
+        What is left to write because the database cannot serve, and the error that says so
+        (None: nothing is left)."""
+        try:
+            await self.record(batch)
+            return [], None
+        except Exception as exc:
+            if database_unavailable(exc):
+                return batch, exc
+            if len(batch) > 1:
                 log.warning(
-                    "recording %s failed (%s); trying again in %gs",
+                    "recording %s failed (%s); recording each alone",
                     counted(len(batch), "finished job"),
                     error_line(exc),
-                    wait,
-                    exc_info=failed == 1,
                 )
-                await asyncio.sleep(wait)
+        for i, outcome in enumerate(batch):
+            try:
+                await self.record([outcome])
+            except Exception as exc:
+                if database_unavailable(exc):
+                    return batch[i:], exc
+                log.error(
+                    "job %s attempt %d: its outcome cannot be recorded (%s); given up, it runs "
+                    "again once its lease runs out",
+                    outcome.lease.id,
+                    outcome.lease.attempt,
+                    error_line(exc),
+                    exc_info=exc,
+                )
+        return [], None
 
     async def record(self, outcomes: Sequence[Outcome]) -> Recorded:
         """Record `outcomes` now; log and count those recorded (and the others as lost); then

@@ -6,15 +6,18 @@ share counts. Nothing here counts anything by itself: `app.observability` does, 
 job transition.
 
 Every process is scraped on its own (no multiprocess mode): `ingest serve` on
-`GET /metrics`, `ingest worker` on INGEST_METRICS_PORT (`serve`: `/metrics` and the worker's
-`/healthz`, nothing else). Counters and histograms are the process's own; sum them across
-processes in PromQL. The gauges that describe the whole queue (jobs by status, oldest due
-job, paused domains) are read from the database at scrape time by `GET /metrics` only, so
-worker processes do not repeat them. Each registry also carries the process's own
-resources (`process_*`: CPU, memory, open files) and the garbage collector's counts
-(`python_gc_*`), as prometheus-client's default registry would.
+`GET /metrics`, `ingest worker` (and serve's worker process) on INGEST_METRICS_PORT at
+INGEST_METRICS_HOST (`serve`: `/metrics`, for an admin key while keys are set, as serve's,
+and the worker's `/healthz`, nothing else; a connection silent for
+INGEST_METRICS_TIMEOUT_SECONDS is closed). Counters and histograms are the process's own;
+sum them across processes in PromQL. The gauges that describe the whole queue (jobs by
+status, oldest due job, paused domains) are read from the database at scrape time by
+`GET /metrics` only, so worker processes do not repeat them. Each registry also carries
+the process's own resources (`process_*`: CPU, memory, open files) and the garbage
+collector's counts (`python_gc_*`), as prometheus-client's default registry would.
 """
 
+import contextlib
 import json
 import socket
 import threading
@@ -36,6 +39,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer, generate_latest
 from prometheus_client.registry import Collector
+
+from app.keys import ADMIN, Keys
 
 # A fetch is bounded by INGEST_FETCH_TIMEOUT_SECONDS (30 s by default).
 FETCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
@@ -125,20 +130,28 @@ class Metrics:
         """Whether `loop` (worker, webhooks) runs, as `ingest_worker_up` says."""
         return self.registry.get_sample_value("ingest_worker_up", {"loop": loop}) == 1
 
-    def serve(self, port: int, host: str) -> "MetricsServer":
+    def serve(self, port: int, host: str, *, admins: Keys, timeout: float) -> "MetricsServer":
         """Serve, in a thread, `GET /metrics` (this registry) and `GET /healthz` (200 while
         the job worker's loop runs, else 503) on http://host:port; any other path is 404.
-        For `ingest worker`, whose process has no API to answer them."""
-        return MetricsServer.start(host, port, _endpoints(self))
+        For `ingest worker`, whose process has no API to answer them.
+
+        With `admins` set, `/metrics` needs one of them as a Bearer token (else 401), as
+        serve's does; `/healthz` needs none, as serve's. A connection that sends nothing for
+        `timeout` seconds is closed."""
+        return MetricsServer.start(host, port, _endpoints(self, admins), timeout)
 
 
-def _endpoints(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
+def _endpoints(metrics: Metrics, admins: Keys) -> Callable[..., Iterable[bytes]]:
     """The WSGI app of a worker's metrics port."""
     scrape = make_wsgi_app(metrics.registry)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == "/metrics":
+            if not _admitted(environ.get("HTTP_AUTHORIZATION", ""), admins):
+                challenge = [("Content-Type", "text/plain"), ("WWW-Authenticate", "Bearer")]
+                start_response("401 Unauthorized", challenge)
+                return [b"this needs an admin API key: Authorization: Bearer <key>\n"]
             scraped: Iterable[bytes] = scrape(environ, start_response)
             return scraped
         if path == "/healthz":
@@ -153,11 +166,56 @@ def _endpoints(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
     return app
 
 
+def _admitted(authorization: str, admins: Keys) -> bool:
+    """Whether a request with this `Authorization` header may scrape: any while no key is
+    set, else one with an admin's key (the API's check of a key, `app.keys`)."""
+    if not admins:
+        return True
+    scheme, _, key = authorization.partition(" ")
+    return scheme.lower() == "bearer" and admins.tenant_of(key) == ADMIN
+
+
+MAX_CONNECTIONS = 16
+"""Connections a metrics port serves at once, a thread each; one more is closed unread.
+Prometheus scrapes a target one request at a time: this leaves room for several scrapers
+and health checks, and keeps a crowd of idle connections from growing the process."""
+
+
 class _Quiet(WSGIRequestHandler):
-    """No line per scrape on stderr."""
+    """No line per scrape on stderr, nor a traceback for a connection that went silent."""
+
+    def handle(self) -> None:
+        # The socket's timeout (the server's `timeout`) ran out: the server closes it.
+        with contextlib.suppress(TimeoutError):
+            super().handle()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+class _Server(ThreadingWSGIServer):
+    """A thread per connection (a daemon: closing the server does not wait for it), at
+    most MAX_CONNECTIONS at once."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()  # no thread started to give it back
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 @dataclass(frozen=True)
@@ -166,10 +224,13 @@ class MetricsServer:
     thread: threading.Thread
 
     @classmethod
-    def start(cls, host: str, port: int, app: Callable[..., Iterable[bytes]]) -> "MetricsServer":
+    def start(
+        cls, host: str, port: int, app: Callable[..., Iterable[bytes]], timeout: float
+    ) -> "MetricsServer":
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        server_class = type("Server", (ThreadingWSGIServer,), {"address_family": family})
-        server: WSGIServer = make_server(host, port, app, server_class, handler_class=_Quiet)
+        server_class = type("Server", (_Server,), {"address_family": family})
+        handler_class = type("Handler", (_Quiet,), {"timeout": timeout})
+        server: WSGIServer = make_server(host, port, app, server_class, handler_class)
         thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
         thread.start()
         return cls(server, thread)

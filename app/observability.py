@@ -401,6 +401,7 @@ def delivery_failed(
         failure.label,
         failure.kind,
         then,
+        exc_info=failure.unexpected,  # not a known case: the trace says what it was
         extra=carrying(fields),
     )
     _count_delivery("dead" if retry_at is None else "retrying", duration_ms)

@@ -22,8 +22,12 @@ Which failures are which (exception names are httpx's unless noted)::
     │   └── ProxyError                                                           fatal
     ├── httpx.TooManyRedirects, httpx.InvalidURL                                 fatal
     ├── app.fetch.fetcher.FetchTimeout (total deadline passed)                   transient
-    ├── app.fetch.fetcher's refusals (BlockedDestination, BodyTooLarge, ...)     fatal
+    ├── app.fetch.fetcher's refusals (BlockedDestination, BodyTooLarge,
+    │   InvalidRedirect, ...)                                                    fatal
     └── anything else: a bug or a case to classify                 fatal, logged with its trace
+
+An exception raised while deciding (by `settle` itself, say) takes the last branch too
+(`unsettled`): the job dies, fatal, rather than stay `running` until its lease runs out.
 
 HTTP answers: 2xx succeed; 429, and 503 with a Retry-After header, are rate_limited; codes
 in `transient_status_codes` (default 408 and 5xx) are transient; everything else is fatal.
@@ -137,13 +141,14 @@ def backoff_delay(
 def parse_retry_after(value: str | None, now: datetime, cap: float) -> float | None:
     """Seconds a Retry-After header asks us to wait, capped at `cap`; None if absent or bad.
 
-    Both forms of RFC 9110: delta-seconds (`120`) and an HTTP-date. Negative, past or
-    unparseable values are ignored.
+    Both forms of RFC 9110: delta-seconds (`120`, ASCII digits only) and an HTTP-date.
+    Negative, past or unparseable values are ignored.
     """
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    # ASCII: `isdigit` alone admits "²" (which `float` refuses) and "١٢".
+    if value.isascii() and value.isdigit():
         seconds = float(value)
     else:
         try:
@@ -207,6 +212,21 @@ def settle(
         result, lease.attempt, lease.max_attempts, lease.deferrals, now, settings, rand
     )
     return Outcome(lease, decision, AttemptOutcome(result.kind), duration_ms, domain_signal(result))
+
+
+def unexpected(exc: Exception) -> Failure:
+    """A failure no rule classifies, because deciding raised `exc` (a bug, or a case to
+    classify): fatal, so the job or delivery ends instead of staying claimed, with the
+    exception kept for its trace."""
+    name = type(exc).__name__
+    return Failure(ErrorKind.FATAL, name, str(exc) or name, unexpected=exc)
+
+
+def unsettled(lease: Lease, exc: Exception, duration_ms: int) -> Outcome:
+    """The outcome of an attempt whose outcome could not be decided (`settle` or the fetch
+    raised `exc`): the job is dead, fatal (`unexpected`); nothing is said of its domain."""
+    failure = unexpected(exc)
+    return Outcome(lease, MarkDead(DeadReason.FATAL, failure), AttemptOutcome.FATAL, duration_ms)
 
 
 LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"

@@ -29,6 +29,7 @@ from app import observability
 from app.clock import Clock, utc_now
 from app.fetch.fetcher import Fetcher
 from app.fetch.guard import Destinations, Resolver, system_resolver
+from app.keys import Keys
 from app.loop import Wakeup
 from app.metrics import Metrics
 from app.settings import Settings
@@ -104,6 +105,8 @@ class Runtime:
     destinations: Destinations
     """Where jobs may fetch, as the API checks a submitted URL: built once (a long
     INGEST_BLOCKED_HOSTS takes milliseconds to parse)."""
+    keys: Keys
+    """INGEST_API_KEYS as the API checks them: digested once."""
     background: Background = field(default_factory=Background)
     worker_database: Database | None = None
     fetcher: Fetcher | None = None
@@ -144,6 +147,7 @@ class Runtime:
             ContentStore(database),
             WorkerStore(database, clock),
             Destinations.from_settings(settings),
+            Keys.of(settings.api_keys),
             background,
             worker_process=child,
         )

@@ -8,9 +8,8 @@ table and .env.example carry, and beside them the checks that tie knobs together
 """
 
 import ipaddress
-import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -91,6 +90,26 @@ def _host_entries(value: object) -> object:
     return tuple(checked)
 
 
+# An entry of INGEST_ALLOWED_HOSTNAMES: `*`, a name, or `*.` and a name (ASCII: a browser
+# sends an internationalized name in its xn-- form).
+_HOSTNAME_PATTERN = re.compile(r"\*|(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)*")
+
+
+def _hostnames(value: object) -> object:
+    """Split and check `ingest.example.com, *.example.com`; lower-cased, without a final dot."""
+    entries = _split_names(value)
+    if not isinstance(entries, tuple):
+        return entries
+    checked = tuple(entry.lower().rstrip(".") for entry in entries)
+    for entry in checked:
+        if not _HOSTNAME_PATTERN.fullmatch(entry):
+            raise ValueError(
+                f"{entry!r} is not a host name, *.domain or * (no port; an internationalized "
+                "name in its xn-- form)"
+            )
+    return checked
+
+
 def parse_api_keys(value: str) -> dict[str, str]:
     """Parse `"key1:tenant-a,key2:*"` into {key: tenant}."""
     keys: dict[str, str] = {}
@@ -114,8 +133,13 @@ def _split_names(value: object) -> object:
 
 
 class Settings(BaseSettings):
+    # No error repeats the value it refused: settings hold passwords and keys.
     model_config = SettingsConfigDict(
-        env_prefix="INGEST_", env_file=".env", extra="ignore", frozen=True
+        env_prefix="INGEST_",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+        hide_input_in_errors=True,
     )
 
     # Storage
@@ -136,6 +160,13 @@ class Settings(BaseSettings):
     # HTTP API
     host: str = Field("127.0.0.1", description="Address `ingest serve` listens on.")
     port: int = Field(8000, ge=1, le=65535, description="Port `ingest serve` listens on.")
+    allowed_hostnames: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Comma-separated names the API answers to besides IP addresses, "
+        "localhost and INGEST_HOST: ingest.example.com, *.example.com for any name under "
+        "it, * for any (behind a proxy that checks Host). A request for any other Host is "
+        "refused with 421, against DNS rebinding.",
+    )
     max_request_bytes: int = Field(
         4 * 1024 * 1024,
         ge=1024,
@@ -266,6 +297,12 @@ class Settings(BaseSettings):
         {},
         description="key:tenant,... (tenant * is an admin key). Empty: open, no auth.",
     )
+    allow_open_api: bool = Field(
+        False,
+        description="Let `ingest serve` listen on an address other than loopback without "
+        "INGEST_API_KEYS: anyone who reaches it may then read, retry and delete every job. "
+        "Without it, serve refuses to start so.",
+    )
 
     # Logs and metrics
     log_level: str = Field("INFO", description="Python logging level name.")
@@ -281,8 +318,20 @@ class Settings(BaseSettings):
         0,
         ge=0,
         le=65535,
-        description="Port on which `ingest worker` serves GET /metrics (0: none); "
-        "`ingest serve` serves /metrics on its own port.",
+        description="Port on which `ingest worker` (and serve's worker process) serves "
+        "GET /metrics and GET /healthz (0: none); `ingest serve` serves /metrics on its own "
+        "port.",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address a worker's metrics port listens on (0.0.0.0 to be scraped from "
+        "other hosts, or in a container); not INGEST_HOST, which is the API's.",
+    )
+    metrics_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="A connection to a worker's metrics port that sends nothing for this "
+        "long (before or within its request) is closed.",
     )
 
     # Webhooks: a POST to a job's callback_url when it succeeds or dies (app/webhooks.py)
@@ -299,6 +348,14 @@ class Settings(BaseSettings):
         description="Deadline for one callback POST: connect, send and the answer's headers "
         "(its body is never read).",
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        from app.database_url import parsed  # here: SQLAlchemy is no import of `ingest --help`
+
+        parsed(value)
+        return value
 
     @field_validator("transient_errors", mode="before")
     @classmethod
@@ -330,6 +387,11 @@ class Settings(BaseSettings):
     def _hosts(cls, value: object) -> object:
         return _host_entries(value)
 
+    @field_validator("allowed_hostnames", mode="before")
+    @classmethod
+    def _hostnames(cls, value: object) -> object:
+        return _hostnames(value)
+
     @field_validator("allowed_content_types", mode="before")
     @classmethod
     def _content_types(cls, value: object) -> object:
@@ -344,16 +406,17 @@ class Settings(BaseSettings):
             raise ValueError("fetch_timeout_seconds must be >= connect_timeout_seconds")
         return self
 
-    def to_json(self) -> str:
-        """Every setting, secrets included, for `from_json` in a process this one starts."""
+    def to_values(self) -> dict[str, Any]:
+        """Every setting as JSON values, secrets included, for `from_values` in a process
+        this one starts."""
         values = self.model_dump(mode="json")
         values["webhook_secret"] = self.webhook_secret.get_secret_value()
-        return json.dumps(values)
+        return values
 
     @classmethod
-    def from_json(cls, text: str) -> "Settings":
-        """The settings `to_json` wrote, whatever this process's environment says."""
-        return cls(_env_file=None, **json.loads(text))
+    def from_values(cls, values: dict[str, Any]) -> "Settings":
+        """The settings `to_values` gave, whatever this process's environment says."""
+        return cls(_env_file=None, **values)
 
     @property
     def prefetch(self) -> int:

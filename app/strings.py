@@ -9,12 +9,13 @@ Two kinds of Python string are not text outside Python:
 
 The API refuses both at its edge (`app/api/bodies.py`). `storable` lets a store answer "no
 such row" for a value no row can hold, without asking a database that would fail on it;
-`shown` makes whatever a JSON column already holds safe to serialize.
+`storable_text` makes a string from the remote side (a fetched page's text, a header, an
+error's message) one that both can hold; `shown` makes whatever a JSON column already holds
+safe to serialize.
 """
 
 import math
 import re
-from collections.abc import Iterator
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -34,18 +35,18 @@ def storable(value: str) -> bool:
     return "\x00" not in value and is_text(value)
 
 
-def strings_in(value: Any) -> Iterator[str]:
-    """Every string of a decoded JSON value, keys included, however deep (no recursion)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+def storable_text(value: str) -> str:
+    """`value` with each lone surrogate and each NUL replaced by U+FFFD, so that a text column
+    of either database holds it (a decoder can yield a lone surrogate: UTF-7's does, even
+    with `errors="replace"`). The length stays the same."""
+    if not value.isascii():
+        # Encoding is the quick test (a scan by the regular expression costs twice as much),
+        # and ASCII, the common case, needs none: it holds no surrogate.
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = _SURROGATE.sub(REPLACEMENT, value)
+    return value.replace("\x00", REPLACEMENT) if "\x00" in value else value
 
 
 def shown(value: Any, depth: int = SHOWN_DEPTH) -> Any:

@@ -135,9 +135,12 @@ class Deliverer:
             await self.deliveries.delivered(claimed, now)
             events.delivered(claimed, duration_ms)
             return
-        retry_at = policy.delivery_retry_at(
-            failure, claimed.attempt, claimed.max_attempts, now, self.settings, self.rand
-        )
+        try:
+            retry_at = policy.delivery_retry_at(
+                failure, claimed.attempt, claimed.max_attempts, now, self.settings, self.rand
+            )
+        except Exception as exc:  # a bug: this delivery ends, rather than fail the whole tick
+            failure, retry_at = policy.unexpected(exc), None
         await self.deliveries.failed(claimed, failure, now, retry_at)
         events.delivery_failed(claimed, failure, retry_at, duration_ms)
 

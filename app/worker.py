@@ -180,13 +180,16 @@ class Worker:
         started = time.monotonic()
         try:
             result = await self.fetcher.fetch(lease.url)
+            duration_ms = int((time.monotonic() - started) * 1000)
+            now = self.clock()
+            outcome = policy.settle(lease, result, duration_ms, now, self.settings, self.rand)
         except asyncio.CancelledError:
             if lease not in self._abandoned:
                 self.completer.add(policy.handed_back(lease, self.clock()))
             raise
-        duration_ms = int((time.monotonic() - started) * 1000)
+        except Exception as exc:  # a bug must not leave the job running until its lease ends
+            outcome = policy.unsettled(lease, exc, int((time.monotonic() - started) * 1000))
         # Handed over at once: the outcome is recorded even if the task is cancelled now.
-        outcome = policy.settle(lease, result, duration_ms, self.clock(), self.settings, self.rand)
         self.completer.add(outcome)
 
     async def _take_back_expired(self, now: datetime) -> None:

@@ -5,27 +5,74 @@ Why a process: a thread of serve's own shares the interpreter lock, and a worker
 full speed holds it most of the time, so every request waits for it (POST /jobs p99 beside
 the embedded thread about twice what it is beside a worker apart, BENCHMARKS.md).
 
-The child is `ingest worker --child`. The first line of its standard input is its settings
-(serve's, whatever they were read from); each byte after it is a wake-up, one per submit to
-serve's API (SQLite has no NOTIFY to carry it to another process). When its input ends
-(serve stops, or dies) it stops as on SIGTERM: its jobs in flight finish or go back, and no
-worker outlives its API. It runs in a session of its own, so a terminal's Ctrl-C reaches
-serve alone, which then stops it. If it exits while serve runs, serve logs how and starts
-another, after a wait that grows with the crashes in a row; one that stopped cleanly (it
-was sent SIGTERM itself) is not started again.
+The child is `ingest worker --child`, started as `python -P -m app`: ingest's `app` as
+installed, never one in the working directory (plain `-m` imports that one first, and would
+run it with every secret serve holds). It is given what a worker needs and no more: the
+first line of its standard input is its `Handoff` (serve's settings less its API's, the API
+keys above all, and the digests of the admin keys its metrics port accepts), and its
+environment is serve's without the INGEST_* variables (INGEST_API_KEYS among them). Each
+byte after that line is a wake-up, one per submit to serve's API (SQLite has no NOTIFY to
+carry it to another process). When its input ends (serve stops, or dies) it stops as on
+SIGTERM: its jobs in flight finish or go back, and no worker outlives its API. It runs in a
+session of its own, so a terminal's Ctrl-C reaches serve alone, which then stops it. If it
+exits while serve runs, serve logs how and starts another, after a wait that grows with the
+crashes in a row; one that stopped cleanly (it was sent SIGTERM itself) is not started
+again.
 """
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
+from app.keys import Keys
 from app.loop import error_wait
 from app.settings import Settings
 
 log = logging.getLogger("ingest.runtime")
+
+API_SETTINGS = frozenset(
+    (
+        "api_keys",
+        "host",
+        "port",
+        "max_request_bytes",
+        "access_log",
+        "worker_enabled",
+        "worker_process",
+    )
+)
+"""Serve's settings that only its API reads: the child is sent their defaults."""
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """What serve tells its worker child first: the settings a worker reads, and the keys
+    its metrics port accepts (the admins', by digest: the scrape serve's /metrics allows)."""
+
+    settings: Settings
+    metrics_keys: Keys
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Handoff":
+        defaults = {name: Settings.model_fields[name].default for name in API_SETTINGS}
+        return cls(settings.model_copy(update=defaults), Keys.of(settings.api_keys).admins())
+
+    def line(self) -> bytes:
+        keys = dict(self.metrics_keys.tenants)
+        values = {"settings": self.settings.to_values(), "metrics_keys": keys}
+        return json.dumps(values).encode() + b"\n"
+
+    @classmethod
+    def from_line(cls, line: str) -> "Handoff":
+        values = json.loads(line)
+        return cls(Settings.from_values(values["settings"]), Keys(values["metrics_keys"]))
+
 
 STEADY_SECONDS = 60.0
 """A child that ran this long had started fine: a crash after it counts as the first."""
@@ -107,15 +154,17 @@ class WorkerProcess:
     async def _spawn(self) -> asyncio.subprocess.Process:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
+            "-P",
             "-m",
             "app",
             "worker",
             "--child",
             stdin=subprocess.PIPE,
+            env={name: v for name, v in os.environ.items() if not name.startswith("INGEST_")},
             start_new_session=True,
         )
         assert process.stdin is not None
-        process.stdin.write(self.settings.to_json().encode() + b"\n")
+        process.stdin.write(Handoff.of(self.settings).line())
         log.info("worker process %d started", process.pid)
         return process
 

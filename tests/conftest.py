@@ -127,6 +127,7 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
             "shutdown_grace_seconds": 1.0,
             "worker_concurrency": 8,
             "allow_private_networks": True,  # the test servers are on 127.0.0.1
+            "allowed_hostnames": ("ingest",),  # the Host of `running_app`'s client
         }
         values.update(overrides)
         return Settings(_env_file=None, **values)

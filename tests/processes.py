@@ -68,15 +68,30 @@ def service_env(database_url: str, **settings: object) -> dict[str, str]:
     return env | {f"INGEST_{name.upper()}": str(value) for name, value in settings.items()}
 
 
+INGEST = (sys.executable, "-m", "app")
+"""How the tests start `ingest`."""
+
+INSTALLED = (str(Path(sys.executable).with_name("ingest")),)
+"""`ingest` as installed (the console script), which imports nothing from the directory it
+is started in, as `python -m app` does."""
+
+
 @contextmanager
 def service(
-    command: str, log: Path, database_url: str, *args: str, **settings: object
+    command: str,
+    log: Path,
+    database_url: str,
+    *args: str,
+    cwd: Path | None = None,
+    program: tuple[str, ...] = INGEST,
+    **settings: object,
 ) -> Iterator[ServiceProcess]:
-    """`ingest <command> <args>` in its own process, configured through INGEST_* variables;
+    """`program <command> <args>` in its own process, configured through INGEST_* variables;
     stopped (SIGTERM, then SIGKILL) on the way out."""
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app", command, *args],
+            [*program, command, *args],
+            cwd=cwd,
             env=service_env(database_url, **settings),
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -16,11 +16,15 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
+from app.cli.tables import printable
 from app.clock import utc_now
-from app.model import NewJob
+from app.model import DeadReason, ErrorKind, Failure, Fetched, MarkDead, NewJob
+from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
+from app.store.queue import Queue
 from tests.conftest import eventually, running_app, wait_for_status
+from tests.outcomes import failed, succeeded
 from tests.webserver import Reply
 
 runner = CliRunner()
@@ -396,6 +400,32 @@ def test_unreachable_postgresql_is_one_line(monkeypatch, tmp_path):
         assert "s3cret" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "postgresql://ingest:s3cret@127.0.0.1:notaport/x",
+            "postgresql://***@127.0.0.1:notaport/x",
+        ),
+        ("ingest:s3cret@127.0.0.1/x", "***@127.0.0.1/x"),
+        ("postgres ql://ingest:s3cret@127.0.0.1/x", "postgres ql://***@127.0.0.1/x"),
+        ("postgresql://ingest:s3cret@[::1/x", "postgresql://***@[::1/x"),
+        ("mysql://ingest:s3cret@127.0.0.1/x", "mysql://ingest:***@127.0.0.1/x"),
+        ("postgresql://ingest:s3c@ret@127.0.0.1:1/x", "postgresql://***@127.0.0.1:1/x"),
+        ("postgresql://127.0.0.1:1/x?password=s3cret", "postgresql://127.0.0.1:1/x?password=***"),
+    ],
+)
+def test_a_bad_database_url_never_shows_its_password(monkeypatch, tmp_path, url, shown):
+    """A database URL that does not parse, names another database or cannot be reached:
+    every command fails with one line that names it with its password hidden."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INGEST_DATABASE_URL", url)
+    for args in (["serve"], ["worker"], ["db", "upgrade"], ["jobs", "list"], ["stats"]):
+        result = ingest(*args)
+        assert "s3cret" not in result.output, args
+        assert shown in one_line_error(result), args
+
+
 def test_invalid_settings_are_one_line(monkeypatch, tmp_path):
     """An invalid INGEST_ variable: exit 2 and one line naming it."""
     monkeypatch.chdir(tmp_path)
@@ -403,3 +433,61 @@ def test_invalid_settings_are_one_line(monkeypatch, tmp_path):
     result = ingest("stats")
     assert 2 == result.exit_code
     assert one_line_error(result).startswith("error: invalid settings: INGEST_MAX_ATTEMPTS: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain é 😀 \\x1b", "plain é 😀 \\x1b"),
+        ("\x1b]52;c;aGk=\x07", "\\x1b]52;c;aGk=\\x07"),
+        ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),
+        ("a\tb\nc\rd\x00\x7f\x9b", "a\\tb\\nc\\rd\\x00\\x7f\\x9b"),
+        ("\u202eevil\u202c", "\\u202eevil\\u202c"),
+    ],
+)
+def test_printable_escapes_control_characters(text, shown):
+    """Control characters (C0, DEL, C1, bidirectional controls) are escaped as Python
+    writes them; everything else, backslashes included, is left as it is."""
+    assert shown == printable(text)
+
+
+OSC_52 = "\x1b]52;c;aGVsbG8=\x07"
+"""The terminal command that sets the clipboard (to "hello")."""
+
+
+def test_show_escapes_what_the_remote_side_sent(database_url, monkeypatch, tmp_path):
+    """A dead job whose error message, and a succeeded one whose title, hold terminal
+    commands (OSC 52, a colour): `jobs show` prints them escaped, no ESC or BEL raw."""
+
+    async def store() -> tuple[str, str]:
+        database = Database(database_url)
+        try:
+            jobs, queue = JobStore(database, utc_now), Queue(database, Settings(_env_file=None))
+            news = [NewJob(f"http://a.test/{i}", "a.test", "default", 1) for i in range(2)]
+            dead, ok = await jobs.submit(news)
+            leases = {lease.id: lease for lease in await queue.claim("w", 2, utc_now(), 60)}
+            message = f"HTTP 404 {OSC_52}\x1b[31mred"
+            failure = Failure(ErrorKind.FATAL, "HTTPStatus", message, 404)
+            fetched = Fetched(200, "http://a.test/1", "text/html", 1, "0" * 64, f"t{OSC_52}")
+            outcomes = [
+                failed(leases[dead.id], MarkDead(DeadReason.FATAL, failure)),
+                succeeded(leases[ok.id], fetched),
+            ]
+            await queue.record(outcomes, utc_now())
+            return dead.id, ok.id
+        finally:
+            await database.dispose()
+
+    dead, ok = asyncio.run(store())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INGEST_DATABASE_URL", database_url)
+    shown_dead, shown_ok = ingest("jobs", "show", dead), ingest("jobs", "show", ok)
+    assert 0 == shown_dead.exit_code == shown_ok.exit_code, shown_dead.output + shown_ok.output
+    escaped = "\\x1b]52;c;aGVsbG8=\\x07"
+    assert re.search(
+        rf"last error\s+fatal HTTPStatus 404: HTTP 404 {re.escape(escaped)}\\x1b\[31mred",
+        shown_dead.stdout,
+    ), shown_dead.stdout
+    assert f"HTTP 404 {escaped}" in shown_dead.stdout.split("attempts")[-1]  # its MESSAGE
+    assert f"title 't{escaped}'" in shown_ok.stdout
+    assert not {"\x1b", "\x07"} & set(shown_dead.stdout + shown_ok.stdout)

@@ -29,6 +29,35 @@ async def test_retention_removes_content_with_its_job(make_settings, web):
     assert f"no job {job['id']}" == after.json()["detail"]
 
 
+async def test_a_content_type_outside_latin1_is_served_back(make_settings, web):
+    """A page served as `text/plain; x=€` (UTF-8 in the header) or with an ESC in its
+    Content-Type is stored with that header as printable ASCII: GET /jobs/{id}/content, the
+    dashboard's job page and its content view all answer 200 with it."""
+    euro = web.script("/euro", Reply(200, b"cost", "text/plain; x=€".encode()))
+    esc = web.script("/esc", Reply(200, b"bold", "text/plain; x=\x1b[1m"))
+    async with running_app(make_settings()) as (_, client):
+        answers = []
+        for url in (euro, esc):
+            job = (await client.post("/jobs", json={"url": url})).json()
+            done = await wait_for_status(client, job["id"], "succeeded")
+            content = await client.get(f"/jobs/{job['id']}/content")
+            page = await client.get(f"/dashboard/jobs/{job['id']}")
+            shown = await client.get(f"/dashboard/jobs/{job['id']}/content")
+            answers.append(
+                (
+                    done["result"]["content_type"],
+                    content.status_code,
+                    content.headers["content-type"],
+                    page.status_code,
+                    shown.status_code,
+                )
+            )
+    assert [
+        ("text/plain; x=%E2%82%AC", 200, "text/plain; x=%E2%82%AC", 200, 200),
+        ("text/plain; x=[1m", 200, "text/plain; x=[1m", 200, 200),
+    ] == answers
+
+
 class PruningQueue:
     """A queue with nothing to claim or take back, which counts the prunes asked of it."""
 

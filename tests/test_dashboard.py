@@ -5,11 +5,14 @@ sends one into backoff); the paused domain is written by hand, as no store metho
 """
 
 import base64
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from urllib.parse import parse_qs, urlencode, urlsplit
+from html import unescape
+from urllib.parse import urlencode, urlsplit
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -66,8 +69,12 @@ async def seed(make_settings: Callable[..., Settings], web: ScriptedServer) -> S
     return Seeded(urlsplit(web.base_url).netloc, dead, waiting, PAUSED_DOMAIN)
 
 
-def notice_of(location: str) -> str:
-    return parse_qs(urlsplit(location).query)["notice"][0]
+async def banner(client: httpx.AsyncClient, response: httpx.Response) -> str | None:
+    """The status banner of the page an action redirected to; None if it shows none."""
+    assert 303 == response.status_code
+    page = (await client.get(response.headers["location"])).text
+    found = re.search(r'<p class="notice" role="status">(.*?)</p>', page)
+    return None if found is None else unescape(found[1])
 
 
 async def test_overview_shows_counts_dead_waiting_and_paused(make_settings, web):
@@ -110,20 +117,24 @@ async def test_retry_button_requeues_the_dead_job_and_redirects_back(make_settin
             f"/dashboard/jobs/{seeded.dead}/retry", params={"domain": seeded.local_domain}
         )
         job = (await client.get(f"/jobs/{seeded.dead}")).json()
-    assert 303 == response.status_code
+        shown = await banner(client, response)
     location = response.headers["location"]
     assert location.startswith(f"/dashboard?{urlencode({'domain': seeded.local_domain})}&notice=")
-    assert f"Job {seeded.dead} is pending again." == notice_of(location)
+    assert f"Job {seeded.dead} is pending again." == shown
     assert ("pending", 0, None) == (job["status"], job["attempts"], job["retry_after"])
 
 
 async def test_retry_of_an_unknown_job_says_so(make_settings):
-    """An unknown id comes back as a notice on the page it came from, not an error."""
+    """An unknown id comes back as a notice on the page it came from, not an error; an id
+    that is not a job id's shape is not repeated."""
+    unknown = "0172ff91-2bc7-4277-8c54-cfd050bbf331"
     async with running_app(make_settings(worker_enabled=False)) as (_, client):
-        response = await client.post("/dashboard/jobs/nope/retry", params={"back": "job"})
-    assert 303 == response.status_code
-    assert response.headers["location"].startswith("/dashboard/jobs/nope?notice=")
-    assert "No job nope." == notice_of(response.headers["location"])
+        response = await client.post(f"/dashboard/jobs/{unknown}/retry", params={"back": "job"})
+        shown = await banner(client, response)
+        odd = await client.post("/dashboard/jobs/nope/retry", params={"back": "job"})
+        odd_shown = await banner(client, odd)
+    assert response.headers["location"].startswith(f"/dashboard/jobs/{unknown}?notice=")
+    assert (f"No job {unknown}.", "No such job.") == (shown, odd_shown)
 
 
 async def test_retry_all_requeues_the_dead_of_the_filter_only(make_settings, web):
@@ -134,10 +145,11 @@ async def test_retry_all_requeues_the_dead_of_the_filter_only(make_settings, web
         still = (await client.get(f"/jobs/{seeded.dead}")).json()["status"]
         mine = await client.post("/dashboard/retry", params={"domain": seeded.local_domain})
         now = (await client.get(f"/jobs/{seeded.dead}")).json()["status"]
-    assert f"Requeued 0 dead job(s) of {PAUSED_DOMAIN}." == notice_of(other.headers["location"])
-    assert f"Requeued 1 dead job(s) of {seeded.local_domain}." == notice_of(
-        mine.headers["location"]
-    )
+        shown = [await banner(client, response) for response in (other, mine)]
+    assert [
+        f"Requeued 0 dead job(s) of {PAUSED_DOMAIN}.",
+        f"Requeued 1 dead job(s) of {seeded.local_domain}.",
+    ] == shown
     assert ("dead", "pending") == (still, now)
 
 
@@ -148,16 +160,16 @@ async def test_resume_button_clears_the_pause(make_settings, web):
         response = await client.post(f"/dashboard/domains/{PAUSED_DOMAIN}/resume")
         page = (await client.get(response.headers["location"])).text
         missing = await client.post("/dashboard/domains/nowhere.example/resume")
+        shown = [await banner(client, answer) for answer in (response, missing)]
         async with app.state.runtime.database.read() as conn:
             row = (
                 await conn.execute(
                     sa.select(Domain.__table__).where(Domain.__table__.c.domain == PAUSED_DOMAIN)
                 )
             ).one()
-    assert f"Domain {PAUSED_DOMAIN} resumed." == notice_of(response.headers["location"])
+    assert [f"Domain {PAUSED_DOMAIN} resumed.", "No domain nowhere.example."] == shown
     assert f'action="/dashboard/domains/{PAUSED_DOMAIN}/resume"' not in page
     assert (None, None) == (row.paused_until, row.pause_reason)
-    assert "No domain nowhere.example." == notice_of(missing.headers["location"])
 
 
 async def test_job_page_shows_the_attempt_history(make_settings, web):
@@ -165,12 +177,18 @@ async def test_job_page_shows_the_attempt_history(make_settings, web):
     seeded = await seed(make_settings, web)
     async with running_app(make_settings(worker_enabled=False)) as (_, client):
         page = (await client.get(f"/dashboard/jobs/{seeded.dead}")).text
-        missing = await client.get("/dashboard/jobs/nope")
+        missing = await client.get("/dashboard/jobs/0172ff91-2bc7-4277-8c54-cfd050bbf331")
+        odd = await client.get("/dashboard/jobs/Session expired, re-enter the key elsewhere")
     assert f'action="/dashboard/jobs/{seeded.dead}/retry?back=job"' in page
     assert '<dd data-field="status">dead (fatal)</dd>' in page
     assert 1 == page.count('<td class="num">1</td>')
     assert "HTTPStatus: HTTP 404" in page
-    assert (404, True) == (missing.status_code, "No job nope" in missing.text)
+    assert (404, True) == (
+        missing.status_code,
+        "No job 0172ff91-2bc7-4277-8c54-cfd050bbf331" in missing.text,
+    )
+    # A path that is not a job id is not repeated: a link cannot choose what the page says.
+    assert (404, True, False) == (odd.status_code, "No such job" in odd.text, "expired" in odd.text)
 
 
 async def test_dashboard_is_not_in_the_schema(client):
@@ -304,8 +322,25 @@ def test_duration_of_zero():
 
 
 async def test_text_from_the_query_is_escaped(client):
-    """A notice or filter in the URL is shown as text, never as markup."""
-    page = (await client.get("/dashboard", params={"notice": "<b>x</b>", "domain": '"><i>'})).text
-    assert "&lt;b&gt;x&lt;/b&gt;" in page
-    assert "<b>x</b>" not in page
+    """A filter in the URL is shown as text, never as markup."""
+    page = (await client.get("/dashboard", params={"domain": '"><i>'})).text
+    assert "&#34;&gt;&lt;i&gt;" in page
     assert '"><i>' not in page
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"notice": "Session expired, re-enter the key at https://evil.example/"},
+        {"notice": "<b>x</b>"},
+        {"notice": "no-job", "job": "Session expired, re-enter the key at https://evil.example/"},
+        {"notice": "resumed", "name": "re-enter the key at https://evil.example/"},
+        {"notice": "not-deleted", "job": "0172ff91-2bc7-4277-8c54-cfd050bbf331", "status": "x y"},
+        {"notice": "requeued-dead", "count": "1", "domain": "re-enter the key at https://x/"},
+        {"notice": "requeued-dead", "count": "\uff11"},  # a digit, but not an ASCII one
+    ],
+)
+async def test_a_notice_the_service_did_not_write_shows_no_banner(client, params):
+    """`?notice=` with any text, an unknown code, or a known one with a value of another
+    shape than its sentence takes (a job id, a count, a domain, a state): no banner."""
+    assert 'class="notice"' not in (await client.get("/dashboard", params=params)).text

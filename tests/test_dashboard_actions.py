@@ -7,7 +7,6 @@ import base64
 import re
 from datetime import UTC, datetime, timedelta
 from html import unescape
-from urllib.parse import parse_qs, urlsplit
 
 from app.clock import utc_now
 from app.model import DeadReason, DomainPause, ErrorKind, Failure, MarkDead, NewJob
@@ -16,12 +15,8 @@ from app.store.queue import Queue
 from tests.activity import DOMAINS, GONE, LIVE, STOPPED, seed_activity
 from tests.conftest import eventually, running_app
 from tests.outcomes import failed
-from tests.test_dashboard import PAUSED_DOMAIN, seed
+from tests.test_dashboard import PAUSED_DOMAIN, banner, seed
 from tests.webserver import Reply
-
-
-def notice_of(location: str) -> str:
-    return parse_qs(urlsplit(location).query)["notice"][0]
 
 
 async def dead_job(runtime: Runtime, domain: str) -> str:
@@ -118,10 +113,11 @@ async def test_run_now_on_a_paused_domain_says_it_waits_and_keeps_it_listed(make
         response = await client.post(f"/dashboard/jobs/{job['id']}/retry")
         after = (await client.get(f"/jobs/{job['id']}")).json()
         page = (await client.get("/dashboard")).text
+        shown = await banner(client, response)
     assert (
         f"Job {job['id']} still waits: its domain slow.example is paused until "
         f"{until:%Y-%m-%d %H:%M:%S} UTC (HTTP 429, Retry-After 600s)."
-    ) == notice_of(response.headers["location"])
+    ) == shown
     assert (None, "domain_paused") == (after["retry_after"], after["blocked_by"]["reason"])
     assert [job["id"]] == rows(page, "waiting")
 
@@ -133,7 +129,8 @@ async def test_run_now_on_a_job_nothing_else_holds_makes_it_due(make_settings):
         body = {"url": "https://a.example/", "not_before": later.isoformat()}
         job = (await client.post("/jobs", json=body)).json()
         response = await client.post(f"/dashboard/jobs/{job['id']}/retry")
-    assert f"Job {job['id']} is due now." == notice_of(response.headers["location"])
+        shown = await banner(client, response)
+    assert f"Job {job['id']} is due now." == shown
 
 
 async def test_cancel_and_delete_buttons(make_settings, web):
@@ -149,11 +146,12 @@ async def test_cancel_and_delete_buttons(make_settings, web):
             for job_id in (seeded.waiting, seeded.dead)
         ]
         waiting = (await client.get(f"/jobs/{seeded.waiting}")).json()["status"]
-    assert f"Job {seeded.waiting} is cancelled." == notice_of(cancelled.headers["location"])
-    assert f"Job {seeded.dead} is deleted." == notice_of(deleted.headers["location"])
-    assert f"Not deleted: job {pending['id']} is pending; cannot delete." == notice_of(
-        refused.headers["location"]
-    )
+        shown = [await banner(client, answer) for answer in (cancelled, deleted, refused)]
+    assert [
+        f"Job {seeded.waiting} is cancelled.",
+        f"Job {seeded.dead} is deleted.",
+        f"Not deleted: job {pending['id']} is pending; cannot delete.",
+    ] == shown
     assert ([200, 404], "cancelled") == (statuses, waiting)
 
 
@@ -168,13 +166,14 @@ async def test_delete_all_dead_asks_first_then_deletes_those_of_the_filter(make_
         confirm = (await client.get(unescape(link[1]))).text
         action = unescape(re.search(r'action="(/dashboard/delete[^"]*)"', confirm)[1])
         done = await client.post(action)
+        shown = await banner(client, done)
         left = [
             (await client.get(f"/jobs/{job_id}")).status_code for job_id in (seeded.dead, other_id)
         ]
     assert f"Delete every dead job of {seeded.local_domain}?" in confirm
     assert f"1 dead job of {seeded.local_domain}" in confirm
     assert f"/dashboard/delete?domain={seeded.local_domain.replace(':', '%3A')}" == action
-    assert f"Deleted 1 dead job(s) of {seeded.local_domain}." == notice_of(done.headers["location"])
+    assert f"Deleted 1 dead job(s) of {seeded.local_domain}." == shown
     assert [404, 200] == left
 
 
@@ -226,8 +225,9 @@ async def test_recent_successes_link_their_content_served_sandboxed(make_setting
         text = await client.get(f"/dashboard/jobs/{job['id']}/text", headers=basic)
     assert [job["id"]] == rows(page, "succeeded")
     assert f'href="/dashboard/jobs/{job["id"]}/content"' in page
-    assert (b"<title>T</title><main>Body text</main>", "sandbox") == (
+    # Two policies, both enforced: the content's sandbox, and no framing as on every answer.
+    assert (b"<title>T</title><main>Body text</main>", ["sandbox", "frame-ancestors 'none'"]) == (
         body.content,
-        body.headers["content-security-policy"],
+        body.headers.get_list("content-security-policy"),
     )
     assert "Body text" in text.text

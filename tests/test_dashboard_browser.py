@@ -33,7 +33,7 @@ from app.settings import Settings
 from app.store.database import Database
 from tests.activity import LIVE, Activity, seed_activity
 from tests.test_dashboard import PAUSED_DOMAIN, Seeded, seed
-from tests.webserver import ScriptedServer
+from tests.webserver import Reply, ScriptedServer
 
 T = TypeVar("T")
 
@@ -274,3 +274,24 @@ def test_with_api_keys_a_browser_signs_in_with_an_admin_key(
     assert 401 == challenge.status_code
     assert challenge.headers["www-authenticate"].startswith("Basic ")
     assert (401, 200) == (refused and refused.status, signed_in and signed_in.status)
+
+
+def test_another_site_cannot_frame_the_dashboard(
+    browser: Browser, make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """A page of another origin that frames the dashboard gets no dashboard in its frame:
+    Chromium refuses to render it (frame-ancestors 'none')."""
+    with serving(create_app(make_settings(worker_enabled=False))) as base:
+        framing = (
+            f'<html><body><iframe name="framed" src="{base}/dashboard"></iframe></body></html>'
+        )
+        attacker = web.script("/framing", Reply(body=framing.encode()))
+        page = browser.new_page()
+        console: list[str] = []
+        page.on("console", lambda message: console.append(message.text))
+        page.goto(attacker)  # returns once the page and its frame have loaded
+        framed = page.frame(name="framed")
+        assert framed is not None
+        assert 0 == framed.locator("#dead").count()
+        assert not framed.url.startswith(base)
+        assert any("frame-ancestors 'none'" in line for line in console)

@@ -110,3 +110,15 @@ def test_the_healthcheck_command_passes_on_200_and_fails_otherwise(web):
         sock.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
         refused = status(str(sock.getsockname()[1]))
     assert (0, True, True) == (healthy, unhealthy != 0, refused != 0)
+
+
+def test_the_image_does_not_start_open():
+    """The image serves on every address and sets neither API keys nor
+    INGEST_ALLOW_OPEN_API, so `ingest serve` refuses to start unless the operator passes one
+    (tests/test_serve.py: serve on 0.0.0.0 without keys exits 2)."""
+    runtime = stages()[-1]
+    (command,) = [json.loads(arguments) for keyword, arguments in runtime if keyword == "CMD"]
+    environment = " ".join(arguments for keyword, arguments in runtime if keyword in ("ENV", "ARG"))
+    assert ["ingest", "serve", "--host", "0.0.0.0"] == command
+    assert "INGEST_ALLOW_OPEN_API" not in environment
+    assert "INGEST_API_KEYS" not in environment

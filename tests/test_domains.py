@@ -193,3 +193,23 @@ async def test_tenants_on_a_busy_domain_do_not_hold_up_a_due_job(make_settings, 
         await eventually(lambda: _hit(other_web, "/slow"))
         await _blocked_then_due(client, other_web, web)
     assert 0 == sum(other_web.count(f"/blocked/{i}") for i in range(40))
+
+
+async def test_a_redirect_to_no_url_is_fatal_and_not_the_domains_fault(make_settings, web):
+    """A 302 whose Location does not parse (`http://[::1`) kills its job at once, fatal
+    InvalidRedirect, after one request. It is the page's fault, not its domain's: after a
+    500 had started the domain's failure streak, the streak stays at 1 and the domain is
+    not paused (at a threshold of 2 failures)."""
+    down = web.script("/down", Reply(500))
+    bad = web.script("/bad", Reply(302, headers={"Location": "http://[::1"}))
+    async with running_app(make_settings(domain_failure_threshold=2)) as (_, client):
+        first = await submit(client, down, max_attempts=1)
+        await wait_for_status(client, first["id"], "dead")
+        job = await submit(client, bad)
+        dead = await wait_for_status(client, job["id"], "dead")
+        domains = {d["domain"]: d for d in (await client.get("/domains")).json()["items"]}
+    domain = domains[job["domain"]]
+    assert ("fatal", 1, 1) == (dead["dead_reason"], dead["attempts"], web.count("/bad"))
+    assert ("fatal", "InvalidRedirect") == (dead["last_error"]["kind"], dead["last_error"]["type"])
+    assert "Location 'http://[::1', which is no URL" in dead["last_error"]["message"]
+    assert (1, None) == (domain["consecutive_failures"], domain["paused_until"])

@@ -4,7 +4,9 @@ the databases cannot hold. Each answers a 4xx, and nothing stored can break a re
 import asyncio
 import base64
 import json
+import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
@@ -85,12 +87,12 @@ async def test_streamed_oversize_body_is_413_and_read_no_further(make_settings):
     assert {"/jobs": (True, 17), "/jobs/batch": (True, 17)} == answers
 
 
-async def test_a_real_server_refuses_a_huge_upload_without_buffering_it(make_settings):
-    """Through uvicorn: a chunked upload far over the limit gets its 413 while the client is
-    still sending, and the server's memory does not grow with what was sent."""
-    settings = make_settings(worker_enabled=False, max_request_bytes=MiB)
-    app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+@asynccontextmanager
+async def served(settings: Settings) -> AsyncIterator[int]:
+    """The app served by uvicorn on a free loopback port, which it yields."""
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
+    )
     serving = asyncio.create_task(server.serve())
     try:
 
@@ -98,12 +100,18 @@ async def test_a_real_server_refuses_a_huge_upload_without_buffering_it(make_set
             return server.started
 
         await eventually(started)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        with PeakRSS() as rss:
-            status, sent = await _upload_forever(port)
+        yield server.servers[0].sockets[0].getsockname()[1]
     finally:
         server.should_exit = True
         await serving
+
+
+async def test_a_real_server_refuses_a_huge_upload_without_buffering_it(make_settings):
+    """Through uvicorn: a chunked upload far over the limit gets its 413 while the client is
+    still sending, and the server's memory does not grow with what was sent."""
+    async with served(make_settings(worker_enabled=False, max_request_bytes=MiB)) as port:
+        with PeakRSS() as rss:
+            status, sent = await _upload_forever(port)
     print(f"huge upload: 413 after {sent / MiB:.1f} MiB sent, RSS +{rss.growth / MiB:.1f} MiB")
     assert b"413" == status
     # What was sent before the answer came is bounded by the limit and the sockets' buffers.
@@ -151,6 +159,110 @@ async def test_metadata_is_bounded(client, metadata, message):
     assert message in response.json()["detail"][0]["msg"]
     deepest = {"a": [[[[[[[[[[[[[[1]]]]]]]]]]]]]]}  # 16 levels, the metadata object included
     assert 201 == (await client.post("/jobs", json={"url": URL, "metadata": deepest})).status_code
+
+
+# Refused input is shown in excerpts
+
+
+def _many(item: bytes, count: int, open_: bytes = b"[", close: bytes = b"]") -> bytes:
+    return open_ + b",".join(item % i if b"%d" in item else item for i in range(count)) + close
+
+
+async def test_a_large_refused_body_is_a_short_422_and_holds_up_no_one(make_settings):
+    """A 4 MB metadata array (an object is required) is a 422 of a few hundred bytes within a
+    second, and /healthz, asked meanwhile, waits no more than half a second beyond what
+    parsing the JSON takes (echoing the input whole held the event loop for seconds)."""
+    body = b'{"url": "%s", "metadata": %s}' % (URL.encode(), _many(b'"abcdefg"', 400_000))
+    started = time.monotonic()
+    json.loads(body)
+    parse = time.monotonic() - started
+    async with (
+        served(make_settings(worker_enabled=False)) as port,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client,
+    ):
+        assert 200 == (await client.get("/healthz")).status_code
+
+        async def timed_post() -> tuple[httpx.Response, float]:
+            started = time.monotonic()
+            response = await post_raw(client, body)
+            return response, time.monotonic() - started
+
+        posted = asyncio.create_task(timed_post())
+        health_waits = []
+        while not posted.done():
+            started = time.monotonic()
+            assert 200 == (await client.get("/healthz")).status_code
+            health_waits.append(time.monotonic() - started)
+        refusal, took = await posted
+    waited = max(health_waits)
+    print(
+        f"{len(body)} bytes: parsed in {parse:.3f}s, refused in {took:.3f}s, /healthz {waited:.3f}s"
+    )
+    assert (422, ["body", "metadata"]) == (refusal.status_code, refusal.json()["detail"][0]["loc"])
+    assert len(refusal.content) < 2048
+    assert took < parse + 1.0
+    assert waited < parse + 0.5
+
+
+async def test_metadata_of_many_values_is_refused_without_reading_them_all(client):
+    """metadata of 300,000 keys is refused once it holds more values than 16 KiB of JSON
+    could, with a short 422 that does not echo it."""
+    metadata = _many(b'"k%d":0', 300_000, b"{", b"}")
+    response = await post_raw(client, b'{"url": "%s", "metadata": %s}' % (URL.encode(), metadata))
+    assert 422 == response.status_code
+    assert len(response.content) < 2048
+    assert "metadata holds more than 16384 values" in response.json()["detail"][0]["msg"]
+
+
+@pytest.mark.parametrize("path", ["/jobs", "/jobs/batch"])
+async def test_a_body_of_many_unknown_keys_is_one_short_422(client, path):
+    """300,000 unknown keys are one error, not one each (building those took seconds)."""
+    fields = (
+        b'"url": "%s"' % URL.encode()
+        if path == "/jobs"
+        else b'"jobs": [{"url": "%s"}]' % (URL.encode())
+    )
+    body = b"{" + fields + b"," + _many(b'"k%d":0', 300_000, b"", b"") + b"}"
+    started = time.monotonic()
+    response = await post_raw(client, body, path)
+    took = time.monotonic() - started
+    assert [
+        {
+            "type": "value_error",
+            "loc": ["body"],
+            "msg": "Value error, the object has 300001 keys; at most 32",
+            "ctx": {"error": "the object has 300001 keys; at most 32"},
+        }
+    ] == response.json()["detail"]
+    assert took < 1.0
+
+
+async def test_a_refused_value_is_shown_cut_and_a_container_not_at_all(client):
+    """A refused string is echoed to its first 200 characters, a refused list not at all; a
+    few unknown keys are still named one by one."""
+    response = await client.post(
+        "/jobs", json={"url": URL, "tenant": "!" * 5000, "priority": [1, 2], "colour": "red"}
+    )
+    assert [
+        {
+            "type": "int_type",
+            "loc": ["body", "priority"],
+            "msg": "Input should be a valid integer",
+        },
+        {
+            "type": "string_pattern_mismatch",
+            "loc": ["body", "tenant"],
+            "msg": "String should match pattern '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$'",
+            "input": "!" * 199 + "…",
+            "ctx": {"pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"},
+        },
+        {
+            "type": "extra_forbidden",
+            "loc": ["body", "colour"],
+            "msg": "Extra inputs are not permitted",
+            "input": "red",
+        },
+    ] == response.json()["detail"]
 
 
 # Strings that are not text

@@ -23,6 +23,7 @@ async def test_listen_comes_back_after_its_backend_is_terminated(pg_url, web, ca
         lease_seconds=60.0,
         shutdown_grace_seconds=1.0,
         allow_private_networks=True,
+        allowed_hostnames=("ingest",),  # the test client's Host
     )
     admin = await asyncpg.connect(_pg_admin_dsn(pg_url))
     try:

@@ -212,9 +212,14 @@ def free_port() -> int:
 
 @contextmanager
 def worker_process(
-    database_url: str, port: int, stderr: IO[bytes] | None = None, level: str = "WARNING"
+    database_url: str,
+    port: int,
+    stderr: IO[bytes] | None = None,
+    level: str = "WARNING",
+    **settings: object,
 ) -> Iterator[subprocess.Popen]:
-    """`ingest worker` in its own process, serving its metrics on `port`."""
+    """`ingest worker` in its own process, serving its metrics on `port`; `settings` are
+    more INGEST_* variables (`metrics_host="127.0.0.3"`)."""
     env = {
         **os.environ,
         "INGEST_DATABASE_URL": database_url,
@@ -222,7 +227,7 @@ def worker_process(
         "INGEST_ALLOW_PRIVATE_NETWORKS": "true",
         "INGEST_POLL_INTERVAL_SECONDS": "0.1",
         "INGEST_LOG_LEVEL": level,
-    }
+    } | {f"INGEST_{name.upper()}": str(value) for name, value in settings.items()}
     process = subprocess.Popen([sys.executable, "-m", "app", "worker"], env=env, stderr=stderr)
     try:
         yield process

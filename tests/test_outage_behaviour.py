@@ -97,6 +97,7 @@ async def test_a_worker_that_cannot_record_claims_nothing_until_it_can(
             if not writes_work:
                 failed_writes += 1
                 full = sqlite3.OperationalError("database or disk is full")
+                full.sqlite_errorcode = sqlite3.SQLITE_FULL  # what the driver sets: an outage
                 raise sa.exc.OperationalError("INSERT INTO attempts", {}, full)
             return await real_record(outcomes, now)
 

@@ -23,6 +23,7 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
+from app.store.reads import ContentStore
 from app.store.tables import Domain, Tenant, contents, domains
 from tests.outcomes import failed, is_dead, record, succeeded, take_back_expired
 
@@ -313,3 +314,41 @@ async def test_a_claim_records_the_tenants_turn_order(store):
     async with queue.db.read() as conn:
         served = {row.tenant: row.last_served_at for row in await conn.execute(sa.select(tenants))}
     assert {"b": at, "a": at + timedelta(microseconds=1)} == served
+
+
+async def test_a_batch_stores_what_the_remote_side_sent_even_unstorable(store):
+    """A success whose text, title, final URL and content type hold a lone surrogate and a
+    NUL, and a failure whose type and message do, recorded in one batch: both are written,
+    each of those characters read back as U+FFFD."""
+    jobs, queue = store
+    await jobs.submit([new("/a"), new("/b")])
+    ok, bad = await queue.claim("w", 2, NOW, 60)
+    odd = "x\ud800y\x00"
+    fetched = replace(
+        RESULT, final_url=f"http://a.test/{odd}", content_type=f"text/plain; {odd}", title=odd
+    )
+    fetched = replace(fetched, text=odd, text_length=len(odd))
+    failure = Failure(ErrorKind.FATAL, f"Odd{odd}", f"message {odd}")
+    batch = [succeeded(ok, fetched), failed(bad, MarkDead(DeadReason.FATAL, failure))]
+
+    recorded = await queue.record(batch, NOW + timedelta(seconds=1))
+
+    shown = "x\ufffdy\ufffd"
+    a, b = await jobs.get(ok.id), await jobs.get(bad.id)
+    content = await ContentStore(jobs.db).get(ok.id, text=True)
+    (attempt,) = await jobs.attempts(bad.id)
+    assert 2 == len(recorded.outcomes)
+    assert (JobStatus.SUCCEEDED, f"http://a.test/{shown}", f"text/plain; {shown}", shown, 4) == (
+        a.status,
+        a.result_final_url,
+        a.result_content_type,
+        a.result_title,
+        a.result_text_length,
+    )
+    assert (shown, f"text/plain; {shown}") == (content.data, content.content_type)
+    assert (JobStatus.DEAD, f"Odd{shown}", f"message {shown}") == (
+        b.status,
+        b.last_error_type,
+        b.last_error_message,
+    )
+    assert (f"Odd{shown}", f"message {shown}") == (attempt.error_type, attempt.message)

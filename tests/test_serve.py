@@ -1,14 +1,20 @@
-"""`ingest serve` as a process: it listens before its worker starts."""
+"""`ingest serve` as a process: it listens before its worker starts, and not beyond this
+machine without API keys unless told to."""
 
 import asyncio
 import os
+import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+import pytest
+
 from app.cli.run import _listen
 from tests.conftest import running_app
+from tests.processes import service
 
 
 def test_a_taken_port_stops_serve_before_its_worker_claims(
@@ -73,3 +79,43 @@ async def test_connections_serve_accepts_send_without_delay():
     finally:
         server.close()
         await server.wait_closed()
+
+
+def test_serve_refuses_to_serve_open_beyond_loopback(database_url, tmp_path: Path):
+    """`ingest serve --host 0.0.0.0` without API keys exits 2 with one line saying what to
+    set, before it listens; the Docker image runs just that."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--host", "0.0.0.0", "--port", "0"],
+        env=env | {"INGEST_DATABASE_URL": database_url},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (2, "") == (done.returncode, done.stdout)
+    assert [
+        "error: refusing to serve the API on 0.0.0.0 without API keys: anyone who can reach it "
+        "could read, retry and delete every job. Set INGEST_API_KEYS (key:tenant,...; tenant * "
+        "for an admin), or INGEST_ALLOW_OPEN_API=true to serve it open anyway"
+    ] == done.stderr.splitlines()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"allow_open_api": "true"}, {"api_keys": "admin-key-0123456789:*"}],
+    ids=["allowed open", "keys"],
+)
+async def test_serve_on_every_address_starts_with_keys_or_when_allowed_open(
+    database_url, tmp_path: Path, settings
+):
+    """With INGEST_ALLOW_OPEN_API=true, or with API keys, `--host 0.0.0.0` serves."""
+    log = tmp_path / "serve.log"
+    args = ("--host", "0.0.0.0", "--port", "0")
+    with service("serve", log, database_url, *args, worker_enabled="false", **settings) as serve:
+        await serve.wait_for_line("Application startup complete")
+        found = re.search(r"listening on http://0\.0\.0\.0:(\d+)", serve.text())
+        assert found, serve.text()
+        async with httpx.AsyncClient(trust_env=False) as client:
+            health = await client.get(f"http://127.0.0.1:{found[1]}/healthz")
+    assert 200 == health.status_code

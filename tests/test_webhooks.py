@@ -124,6 +124,20 @@ async def test_failing_receiver_is_retried_with_backoff(make_settings, web, capl
     assert last - first >= 0.2 + 0.4 - 0.05  # the backoff of make_settings: 0.2 s, then 0.4 s
 
 
+async def test_a_retry_after_of_odd_digits_is_retried_by_the_backoff(make_settings, web):
+    """A receiver's 429 with `Retry-After: ²` (a digit to str.isdigit, not to float) is a
+    failure like any: recorded, tried again after the backoff, then delivered."""
+    hook = web.script("/hook", Reply(429, headers={"Retry-After": "²"}), Reply(200))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, web.url("/page"), hook)
+        delivery = await settled(client, job["id"], "delivered")
+    assert (2, "rate_limited", 429) == (
+        delivery["attempts"],
+        delivery["last_error"]["kind"],
+        delivery["last_error"]["http_status"],
+    )
+
+
 async def test_rejected_callback_is_dead_and_job_unaffected(make_settings, web):
     """A 410 from the receiver ends the delivery dead after one POST; the job is untouched."""
     hook = web.script("/hook", Reply(410))

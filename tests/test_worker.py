@@ -9,10 +9,14 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+import sqlalchemy as sa
+
+from app import policy
 from app.clock import utc_now
 from app.settings import Settings
 from app.store.database import Database
 from app.store.queue import Queue
+from app.store.tables import domains
 from tests.conftest import eventually, running_app, submit, wait_for_status
 from tests.outcomes import take_back_expired
 from tests.webserver import Reply, ScriptedServer
@@ -69,9 +73,10 @@ async def test_503_dies_after_max_attempts_with_growing_gaps(make_settings, web)
     hits = web.hits["/down"]
     assert 4 == len(hits)
     gaps = [b - a for a, b in itertools.pairwise(hits)]
+    # Each gap at least its backoff, which doubles: on a busy machine a wake-up can come
+    # late, so the gaps themselves need not grow.
     for gap, backoff in zip(gaps, [0.2, 0.4, 0.8], strict=True):
         assert gap >= backoff * 0.95, gaps
-    assert gaps == sorted(gaps)
 
 
 async def test_fail_twice_then_succeed(make_settings, web):
@@ -152,13 +157,15 @@ async def test_heartbeat_keeps_a_slow_fetch_from_running_twice(make_settings, we
 
 async def test_graceful_shutdown_hands_the_job_back(make_settings, web):
     """A fetch still running at shutdown is handed back pending, its attempt not spent."""
-    url = web.script("/stuck", Reply(delay=5), Reply(200))
+    # A fetch of 30 s against a grace of 0.2 s: a stop that waited for the fetch is told
+    # apart from one that did not however busy the machine (a stop takes a second or two).
+    url = web.script("/stuck", Reply(delay=30), Reply(200))
     settings = make_settings(shutdown_grace_seconds=0.2)
     async with running_app(settings) as (_, client):
         job = await submit(client, url)
         await eventually(lambda: _running(client, job["id"]))
         started = time.monotonic()
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 15
     async with running_app(make_settings(worker_enabled=False)) as (_, client):
         back = (await client.get(f"/jobs/{job['id']}")).json()
         assert ["interrupted"] == await history(client, job["id"])
@@ -299,3 +306,39 @@ async def test_always_429_is_dead_after_max_deferrals_plus_one_hits(make_setting
         dead = await wait_for_status(client, job["id"], "dead")
     assert ("rate_limited", 0, 2) == (dead["dead_reason"], dead["attempts"], dead["deferrals"])
     assert 3 == web.count("/never")
+
+
+async def test_a_retry_after_of_odd_digits_defers_like_none(make_settings, web):
+    """A 429 whose Retry-After is `²` (byte 0xB2: a digit to str.isdigit, not to float) is
+    deferred by the backoff, as without the header, and the job then succeeds."""
+    url = web.script("/limited", Reply(429, headers={"Retry-After": "²"}), Reply(200))
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+        done = await wait_for_status(client, job["id"], "succeeded")
+        assert ["rate_limited", "succeeded"] == await history(client, job["id"])
+    assert (1, 1) == (done["attempts"], done["deferrals"])
+
+
+async def test_an_outcome_that_cannot_be_decided_kills_the_job_and_frees_its_slot(
+    make_settings, web, monkeypatch
+):
+    """When settling a fetch raises (a bug), the job is dead at once, fatal, the exception
+    its error; its domain's slot is free and the worker goes on with the next job."""
+
+    def settle(*args, **kwargs):
+        raise RuntimeError("no decision")
+
+    monkeypatch.setattr(policy, "settle", settle)
+    async with running_app(make_settings()) as (app, client):
+        job = await submit(client, web.url("/page"))
+        dead = await wait_for_status(client, job["id"], "dead")
+        async with app.state.runtime.database.read() as conn:
+            in_flight = (await conn.execute(sa.select(domains.c.in_flight))).scalar_one()
+        monkeypatch.undo()
+        after = await submit(client, web.url("/after"))
+        await wait_for_status(client, after["id"], "succeeded")
+        assert ["fatal"] == await history(client, job["id"])
+    assert ("fatal", 1, 0) == (dead["dead_reason"], dead["attempts"], in_flight)
+    assert {"kind": "fatal", "type": "RuntimeError", "message": "no decision"} == {
+        key: dead["last_error"][key] for key in ("kind", "type", "message")
+    }

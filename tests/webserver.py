@@ -3,8 +3,13 @@
 `server.script("/flaky", Reply(503), Reply(503), Reply(200))` answers the first two GETs of
 /flaky with 503 and every later one with 200 (the last reply repeats). Unscripted paths
 answer 200 with a small HTML page.
+
+`RawServer` answers with bytes as given, status line and headers included, whatever an
+HTTP library would refuse to write.
 """
 
+import socket
+import socketserver
 import threading
 import time
 from collections import defaultdict
@@ -16,8 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Reply:
     status: int = 200
     body: bytes = b"<html><head><title>Hello</title></head><body>hi</body></html>"
-    content_type: str = "text/html; charset=utf-8"
-    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | bytes = "text/html; charset=utf-8"
+    """A str is sent as Latin-1 (`"²"` is the byte 0xB2); bytes as they are (`"€".encode()`)."""
+    headers: dict[str, str | bytes] = field(default_factory=dict)
     delay: float = 0.0
     """Seconds to wait before answering."""
     drop: bool = False
@@ -96,16 +102,22 @@ class ScriptedServer:
                         self.close_connection = True
                         return
                     self.send_response(reply.status)
-                    self.send_header("Content-Type", reply.content_type)
+                    self.header("Content-Type", reply.content_type)
                     self.send_header("Content-Length", str(len(reply.body)))
                     for name, value in reply.headers.items():
-                        self.send_header(name, value)
+                        self.header(name, value)
                     self.end_headers()
                     self.wfile.write(reply.body)
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
                 finally:
                     server._done()
+
+            def header(self, name: str, value: str | bytes) -> None:
+                if isinstance(value, str):
+                    self.send_header(name, value)  # as Latin-1
+                else:
+                    self._headers_buffer.append(name.encode() + b": " + value + b"\r\n")
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -115,5 +127,60 @@ class ScriptedServer:
 
             def log_message(self, *_: object) -> None:
                 pass
+
+        return Handler
+
+
+class RawServer:
+    """`server.script("/x", raw)` answers each GET of /x with the bytes `raw` (after `stall`
+    seconds), then closes the connection; unscripted paths answer 404."""
+
+    NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scripts: dict[str, tuple[bytes, float]] = {}
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "RawServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def script(self, path: str, raw: bytes, stall: float = 0.0) -> str:
+        with self._lock:
+            self._scripts[path] = (raw, stall)
+        return self.base_url + path
+
+    def _answer(self, path: str) -> tuple[bytes, float]:
+        with self._lock:
+            return self._scripts.get(path, (self.NOT_FOUND, 0.0))
+
+    def _handler(self) -> type[socketserver.BaseRequestHandler]:
+        server = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                connection: socket.socket = self.request
+                head = b""
+                while b"\r\n\r\n" not in head and len(head) < 65536:
+                    chunk = connection.recv(4096)
+                    if not chunk:
+                        return
+                    head += chunk
+                target = head.split(b" ", 2)[1].decode("latin-1") if b" " in head else "/"
+                raw, stall = server._answer(target)
+                try:
+                    if stall:
+                        time.sleep(stall)
+                    connection.sendall(raw)
+                except OSError:
+                    pass  # the client gave up first
 
         return Handler

@@ -17,6 +17,8 @@ import app as package
 from app.api import content, dashboard, deliveries, domains, jobs, metrics, ops, problems
 from app.api.body_limit import BodyLimit
 from app.api.cross_site import CrossSiteGuard
+from app.api.framing import NoFraming
+from app.api.hosts import AllowedHosts, HostNames
 from app.clock import Clock, utc_now
 from app.fetch.guard import Resolver, system_resolver
 from app.metrics import Metrics
@@ -72,12 +74,15 @@ def create_app(
         openapi_tags=TAGS,
     )
     problems.install(app)
-    # Each added middleware wraps the ones before: the body limit runs first, before anything
-    # reads or parses a body, and before any route looks at the API key; the metrics wrap
-    # them all, so their refusals are counted too.
+    # Each added middleware wraps the ones before: a request for a host this service does
+    # not answer to is refused first; the body limit runs before anything reads or parses a
+    # body, and before any route looks at the API key; the metrics wrap them all, so their
+    # refusals are counted too, and every answer says not to frame it.
     app.add_middleware(CrossSiteGuard)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(AllowedHosts, hosts=HostNames.of(settings))
     metrics.install(app, app_metrics, settings.access_log)
+    app.add_middleware(NoFraming)
     app.include_router(jobs.router, responses=problems.unavailable())
     app.include_router(deliveries.router, responses=problems.unavailable())
     app.include_router(content.router, responses=problems.unavailable())

@@ -6,14 +6,13 @@ and a key whose tenant is `*` is an admin that sees every tenant. With no keys t
 is open and every caller is an admin.
 """
 
-import hmac
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-ADMIN = "*"
+from app.keys import ADMIN, Keys
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from INGEST_API_KEYS.")
 
@@ -32,24 +31,15 @@ async def _caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
-    keys: dict[str, str] = request.app.state.runtime.settings.api_keys
+    keys: Keys = request.app.state.runtime.keys
     if not keys:
         return Caller(None)
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(401, "an API key is required", {"WWW-Authenticate": "Bearer"})
-    tenant = tenant_of(credentials.credentials, keys)
+    tenant = keys.tenant_of(credentials.credentials)
     if tenant is None:
         raise HTTPException(401, "unknown API key", {"WWW-Authenticate": "Bearer"})
     return Caller(None if tenant == ADMIN else tenant)
-
-
-def tenant_of(given: str, keys: dict[str, str]) -> str | None:
-    # Compare against every key, in constant time each, so timing tells nothing.
-    found = None
-    for key, tenant in keys.items():
-        if hmac.compare_digest(given.encode(), key.encode()):
-            found = tenant
-    return found
 
 
 async def _admin(caller: Annotated[Caller, Depends(_caller)]) -> Caller:

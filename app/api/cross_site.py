@@ -11,6 +11,9 @@ page cannot set one on a request to another origin without a CORS preflight, whi
 service never grants; such a request comes from a program that holds a key. Basic
 credentials do not count, because browsers do add those unasked. Behind a proxy, pass the
 `Host` header through unchanged.
+
+Comparing with `Host` holds because `app.api.hosts` has refused any `Host` this service does
+not answer to: with DNS rebinding, another site's page has the same origin as its requests.
 """
 
 from typing import Any

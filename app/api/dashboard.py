@@ -4,9 +4,10 @@ Owns the `/dashboard` pages and their buttons: retry a job ("Run now" for a pend
 cancel a pending job, delete a finished one; retry or delete every dead job of the filter
 (after a confirmation page); resume a paused domain. Each button is a plain form POST that
 calls one store method and redirects back to the view it was pressed on (POST, redirect,
-GET), so a reload never repeats an action. No script and no external asset: Jinja2
-templates in `app/templates/`, inline CSS, the chart as inline SVG (`app.api.chart`). The
-pages are not in the OpenAPI schema. This module issues no SQL.
+GET), so a reload never repeats an action; the redirect names what happened as a notice
+code, which the page says in a sentence of its own (`app.api.notices`). No script and no
+external asset: Jinja2 templates in `app/templates/`, inline CSS, the chart as inline SVG
+(`app.api.chart`). The pages are not in the OpenAPI schema. This module issues no SQL.
 
 The overview reloads itself only when asked (`?refresh=5`, or its Refresh link): a timed
 reload would wipe what an operator is typing.
@@ -27,16 +28,18 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.api import content
-from app.api.auth import ADMIN, Caller, tenant_of
+from app.api.auth import Caller
 from app.api.chart import layout
-from app.api.deps import ContentsDep, JobsDep, RuntimeDep, SettingsDep
-from app.api.pages import View, ViewDep, templates, when
-from app.model import Blocked, BlockReason, JobStatus
+from app.api.deps import ContentsDep, JobsDep, RuntimeDep
+from app.api.notices import RETRIES, Code, Notice, NoticeDep, sentence
+from app.api.pages import View, ViewDep, templates
+from app.keys import ADMIN
+from app.model import JobStatus
 from app.settings import Settings
 from app.store.activity import finished_per_minute
 from app.store.domains import DomainOverview
-from app.store.jobs import JobNotFound, StateConflict
-from app.store.tables import Job
+from app.store.jobs import JobNotFound, JobStore, StateConflict
+from app.store.tables import is_job_id
 
 PAGE_SIZE = 25
 RECENT = 10
@@ -59,11 +62,11 @@ def presented_key(authorization: str) -> str | None:
     return None
 
 
-async def _guard(request: Request, settings: SettingsDep) -> None:
-    if not settings.api_keys:
+async def _guard(request: Request, runtime: RuntimeDep) -> None:
+    if not runtime.keys:
         return
     key = presented_key(request.headers.get("authorization", "")) or ""
-    if tenant_of(key, settings.api_keys) != ADMIN:
+    if runtime.keys.tenant_of(key) != ADMIN:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             "the dashboard needs an admin API key",
@@ -71,7 +74,6 @@ async def _guard(request: Request, settings: SettingsDep) -> None:
         )
 
 
-Notice = Annotated[str | None, Query(max_length=300)]
 Back = Annotated[Literal["job"] | None, Query()]
 """`job`: an action pressed on the job's page goes back there, not to the overview."""
 
@@ -91,7 +93,7 @@ def silence(settings: Settings) -> timedelta:
 
 @router.get("", name="dashboard")
 async def overview(
-    request: Request, runtime: RuntimeDep, view: ViewDep, notice: Notice = None
+    request: Request, runtime: RuntimeDep, view: ViewDep, notice: NoticeDep
 ) -> HTMLResponse:
     """Counts, the last hour, workers, running jobs, domains, dead, waiting and recently
     succeeded jobs, and what the search found; each list of the filter."""
@@ -101,7 +103,7 @@ async def overview(
     context = {
         "view": view,
         "now": now,
-        "notice": notice,
+        "notice": await _banner(notice, jobs, view),
         "stats": await jobs.stats(view.tenant, view.domain),
         "chart": layout(await finished_per_minute(runtime.database, now, CHART_MINUTES)),
         "workers": await runtime.workers.list(now, silence(runtime.settings)),
@@ -118,6 +120,19 @@ async def overview(
     return templates.TemplateResponse(request, "overview.html", context)
 
 
+async def _banner(notice: Notice | None, jobs: JobStore, view: View) -> str | None:
+    """The overview's banner; a retry's says what holds its job back now."""
+    if notice is None:
+        return None
+    job = None
+    if notice.job is not None and notice.code in RETRIES:
+        try:
+            job = await jobs.get(notice.job)
+        except JobNotFound:
+            pass
+    return sentence(notice, job, view.domain, view.tenant)
+
+
 def _busiest_first(domains: list[DomainOverview]) -> list[DomainOverview]:
     """Paused domains first, then those with the most work, then by name."""
     return sorted(
@@ -126,15 +141,19 @@ def _busiest_first(domains: list[DomainOverview]) -> list[DomainOverview]:
 
 
 @router.get("/jobs/{job_id}", name="dashboard_job")
-async def job_page(
-    request: Request, job_id: str, jobs: JobsDep, notice: Notice = None
-) -> HTMLResponse:
+async def job_page(request: Request, job_id: str, jobs: JobsDep, notice: NoticeDep) -> HTMLResponse:
     """One job, what holds it back, its attempt history (oldest first) and its buttons."""
-    context = {"now": jobs.clock(), "job_id": job_id, "notice": notice}
     try:
-        context |= {"job": await jobs.get(job_id), "attempts": await jobs.attempts(job_id)}
+        job = await jobs.get(job_id)
     except JobNotFound:
-        return templates.TemplateResponse(request, "job.html", context | {"job": None}, 404)
+        job = None
+    banner = sentence(notice, job, None, None) if notice else None
+    context: dict[str, object] = {"now": jobs.clock(), "notice": banner}
+    if job is None:
+        # An id of another shape is not repeated: a link must not choose what the page says.
+        missing = {"job": None, "job_id": job_id if is_job_id(job_id) else None}
+        return templates.TemplateResponse(request, "job.html", context | missing, 404)
+    context |= {"job_id": job_id, "job": job, "attempts": await jobs.attempts(job_id)}
     return templates.TemplateResponse(request, "job.html", context)
 
 
@@ -172,39 +191,18 @@ async def retry_job(
     saying whether the job can start now or what still holds it back."""
     try:
         before = await jobs.get(job_id)
-        notice = _retried(before, await jobs.retry(job_id))
+        await jobs.retry(job_id)
+        done = Code.RUN_NOW if before.status == JobStatus.PENDING else Code.RETRIED
+        notice = Notice(done, job_id)
     except JobNotFound:
-        notice = f"No job {job_id}."
+        notice = _no_job(job_id)
     except StateConflict as exc:
-        notice = f"Not retried: {exc}."
+        notice = Notice(Code.NOT_RETRIED, job_id, status=exc.status)
     return _redirect(_back(job_id, back, view), notice)
 
 
-def _retried(before: Job, job: Job) -> str:
-    if before.status != JobStatus.PENDING:
-        waits = f", but {waits_for(job.blocked_by, job.domain)}" if job.blocked_by else ""
-        return f"Job {job.id} is pending again{waits}."
-    if job.blocked_by:
-        return f"Job {job.id} still waits: {waits_for(job.blocked_by, job.domain)}."
-    return f"Job {job.id} is due now."
-
-
-def waits_for(blocked: Blocked, domain: str) -> str:
-    """`its domain example.com is paused until ... (HTTP 429, ...)`: a reason as a clause."""
-    until = when(blocked.until)
-    match blocked.reason:
-        case BlockReason.DOMAIN_PAUSED:
-            why = f" ({blocked.detail})" if blocked.detail else ""
-            return f"its domain {domain} is paused until {until}{why}"
-        case BlockReason.DOMAIN_AT_LIMIT:
-            return f"its domain {domain} runs as many fetches as it may at once"
-        case BlockReason.DOMAIN_INTERVAL:
-            return f"its domain {domain} may start its next fetch at {until}"
-        case BlockReason.NOT_DUE:
-            return f"it is not due until {until}"
-
-
-templates.env.globals["waits_for"] = waits_for
+def _no_job(job_id: str) -> Notice:
+    return Notice(Code.NO_JOB, job_id) if is_job_id(job_id) else Notice(Code.NO_SUCH_JOB)
 
 
 @router.post("/jobs/{job_id}/cancel", name="dashboard_cancel_job")
@@ -213,11 +211,11 @@ async def cancel_job(
 ) -> RedirectResponse:
     """Cancel a pending job, then back."""
     try:
-        notice = f"Job {(await jobs.cancel(job_id)).id} is cancelled."
+        notice = Notice(Code.CANCELLED, (await jobs.cancel(job_id)).id)
     except JobNotFound:
-        notice = f"No job {job_id}."
+        notice = _no_job(job_id)
     except StateConflict as exc:
-        notice = f"Not cancelled: {exc}."
+        notice = Notice(Code.NOT_CANCELLED, job_id, status=exc.status)
     return _redirect(_back(job_id, back, view), notice)
 
 
@@ -226,11 +224,11 @@ async def delete_job(job_id: str, jobs: JobsDep, view: ViewDep) -> RedirectRespo
     """Delete a finished job with its attempts and content, then back to the overview."""
     try:
         await jobs.delete(job_id)
-        notice = f"Job {job_id} is deleted."
+        notice = Notice(Code.DELETED, job_id)
     except JobNotFound:
-        notice = f"No job {job_id}."
+        notice = _no_job(job_id)
     except StateConflict as exc:
-        notice = f"Not deleted: {exc}."
+        notice = Notice(Code.NOT_DELETED, job_id, status=exc.status)
     return _redirect(view.action("/dashboard"), notice)
 
 
@@ -238,34 +236,31 @@ async def delete_job(job_id: str, jobs: JobsDep, view: ViewDep) -> RedirectRespo
 async def retry_dead(jobs: JobsDep, view: ViewDep) -> RedirectResponse:
     """Requeue every dead job of the filter with a fresh budget."""
     count = await jobs.retry_all([JobStatus.DEAD], view.domain, view.tenant)
-    return _redirect(view.action("/dashboard"), f"Requeued {count} dead job(s){_of(view)}.")
+    return _redirect(view.action("/dashboard"), Notice(Code.REQUEUED_DEAD, count=count))
 
 
 @router.post("/delete", name="dashboard_delete_dead")
 async def delete_dead(jobs: JobsDep, view: ViewDep) -> RedirectResponse:
     """Delete every dead job of the filter with its attempts."""
     count = await jobs.delete_all([JobStatus.DEAD], view.domain, view.tenant)
-    return _redirect(view.action("/dashboard"), f"Deleted {count} dead job(s){_of(view)}.")
+    return _redirect(view.action("/dashboard"), Notice(Code.DELETED_DEAD, count=count))
 
 
 @router.post("/domains/{name}/resume", name="dashboard_resume_domain")
 async def resume_domain(name: str, runtime: RuntimeDep, view: ViewDep) -> RedirectResponse:
     """Clear the domain's pause so its jobs can be claimed again, then back."""
     resumed = await runtime.domains.resume(name)
-    notice = f"Domain {name} resumed." if resumed else f"No domain {name}."
-    return _redirect(view.action("/dashboard"), notice)
-
-
-def _of(view: View) -> str:
-    return f" {view.scope}" if view.scope else ""
+    return _redirect(
+        view.action("/dashboard"), Notice(Code.RESUMED if resumed else Code.NO_DOMAIN, name=name)
+    )
 
 
 def _back(job_id: str, back: str | None, view: View) -> str:
     return f"/dashboard/jobs/{job_id}" if back == "job" else view.action("/dashboard")
 
 
-def _redirect(target: str, notice: str) -> RedirectResponse:
+def _redirect(target: str, notice: Notice) -> RedirectResponse:
     separator = "&" if "?" in target else "?"
     return RedirectResponse(
-        target + separator + urlencode({"notice": notice}), status_code=status.HTTP_303_SEE_OTHER
+        target + separator + urlencode(notice.query()), status_code=status.HTTP_303_SEE_OTHER
     )

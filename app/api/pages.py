@@ -1,6 +1,7 @@
-"""What the dashboard's pages share: the templates with their filters, and the `View` (the
+"""What the dashboard's pages share: the templates with their filters, the `View` (the
 filters, page and refresh an operator chose), which every link and button carries so an
-action comes back to the page it was pressed on. Pure, but for loading the templates.
+action comes back to the page it was pressed on, and how a job's wait is said. Pure, but for
+loading the templates.
 """
 
 from dataclasses import dataclass, replace
@@ -11,6 +12,8 @@ from urllib.parse import urlencode
 
 from fastapi import Depends, Query
 from fastapi.templating import Jinja2Templates
+
+from app.model import Blocked, BlockReason
 
 REFRESH_CHOICES = (5, 30)
 """The auto-refresh intervals the page offers (seconds); any from 2 to 3600 is taken."""
@@ -104,7 +107,23 @@ def duration(seconds: float) -> str:
     )
 
 
+def waits_for(blocked: Blocked, domain: str) -> str:
+    """`its domain example.com is paused until ... (HTTP 429, ...)`: a reason as a clause."""
+    until = when(blocked.until)
+    match blocked.reason:
+        case BlockReason.DOMAIN_PAUSED:
+            why = f" ({blocked.detail})" if blocked.detail else ""
+            return f"its domain {domain} is paused until {until}{why}"
+        case BlockReason.DOMAIN_AT_LIMIT:
+            return f"its domain {domain} runs as many fetches as it may at once"
+        case BlockReason.DOMAIN_INTERVAL:
+            return f"its domain {domain} may start its next fetch at {until}"
+        case BlockReason.NOT_DUE:
+            return f"it is not due until {until}"
+
+
 templates.env.filters["when"] = when
 templates.env.filters["duration"] = duration
 templates.env.globals["relative"] = relative
 templates.env.globals["refresh_choices"] = REFRESH_CHOICES
+templates.env.globals["waits_for"] = waits_for

@@ -5,7 +5,13 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.api.bodies import METADATA_MAX_BYTES, METADATA_MAX_DEPTH, bounded_metadata, text_only
+from app.api.bodies import (
+    METADATA_MAX_BYTES,
+    METADATA_MAX_DEPTH,
+    bounded_metadata,
+    few_keys,
+    text_only,
+)
 from app.fetch.urls import job_domain
 from app.model import ErrorKind
 from app.store.tables import Delivery
@@ -34,7 +40,7 @@ class JobIn(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _text(cls, body: Any) -> Any:
-        return text_only(body)
+        return text_only(few_keys(body))
 
     @field_validator("metadata", mode="before")
     @classmethod
@@ -62,6 +68,11 @@ class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     jobs: list[JobIn] = Field(min_length=1, max_length=1000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _few_keys(cls, body: Any) -> Any:
+        return few_keys(body)
 
 
 class JobPage(BaseModel):

@@ -7,6 +7,7 @@ worker and no API, so it never imports FastAPI.
 import asyncio
 import errno
 import gc
+import ipaddress
 import logging
 import os
 import signal
@@ -17,9 +18,11 @@ from typing import TYPE_CHECKING
 import typer
 
 from app.cli.runner import fail, load_settings, one_line, require_schema, run_on_database
+from app.keys import Keys
 from app.metrics import Metrics
 from app.observability import configure_logging
 from app.settings import Settings
+from app.worker_process import Handoff
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -33,12 +36,19 @@ def serve_api(host: str | None, port: int | None) -> None:
     from app.api.app import create_app
 
     settings = load_settings()
+    # --host stands for INGEST_HOST wherever it is read: the API answers to the name it
+    # listens on (`app.api.hosts`), and is open on loopback only. Not --port: `--port 0` (any
+    # free port) is no valid INGEST_PORT, and the worker process rebuilds the settings it is
+    # sent.
+    if host is not None:
+        settings = settings.model_copy(update={"host": host})
+    _refuse_open_to_others(settings)
     # Checked before logging is set up: importing Alembic logs its plugins at INFO.
     _refuse_unknown_schema(settings.database_url)
     configure_logging(settings.log_level, settings.log_format)
     # Listen before the app starts: its lifespan starts the worker, which must not claim a
     # job in a process that then fails to bind and exits.
-    listener = _listen(host or settings.host, settings.port if port is None else port)
+    listener = _listen(settings.host, settings.port if port is None else port)
     config = uvicorn.Config(
         create_app(settings),
         log_config=None,
@@ -53,6 +63,29 @@ def serve_api(host: str | None, port: int | None) -> None:
     _settle_in()
     uvicorn.Server(config).run(sockets=[listener])
     log.info("ingest serve stopped")
+
+
+def _refuse_open_to_others(settings: Settings) -> None:
+    """End serve (exit 2) if it would serve the API without keys beyond this machine, unless
+    INGEST_ALLOW_OPEN_API says to: the Docker image listens on 0.0.0.0."""
+    if settings.api_keys or settings.allow_open_api or loopback(settings.host):
+        return
+    fail(
+        f"refusing to serve the API on {settings.host} without API keys: anyone who can reach "
+        "it could read, retry and delete every job. Set INGEST_API_KEYS (key:tenant,...; "
+        "tenant * for an admin), or INGEST_ALLOW_OPEN_API=true to serve it open anyway",
+        code=2,
+    )
+
+
+def loopback(host: str) -> bool:
+    """True if `host` (INGEST_HOST, serve's --host) is reached from this machine only."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False  # a name: where it points is not known here
 
 
 def _settle_in() -> None:
@@ -135,25 +168,33 @@ def _refuse_unknown_schema(database_url: str) -> None:
 
 
 def run_worker(metrics_port: int | None, child: bool = False) -> None:
-    """`ingest worker`; as `ingest serve`'s `child`, on the settings serve sends first on
-    standard input (`app.worker_process`)."""
-    settings = Settings.from_json(_first_line(sys.stdin.fileno())) if child else load_settings()
+    """`ingest worker`; as `ingest serve`'s `child`, on what serve sends first on standard
+    input (`app.worker_process.Handoff`)."""
+    if child:
+        handoff = Handoff.from_line(_first_line(sys.stdin.fileno()))
+        settings, metrics_keys = handoff.settings, handoff.metrics_keys
+    else:
+        settings = load_settings()
+        metrics_keys = Keys.of(settings.api_keys).admins()
     # A worker does not migrate: without the schema it would fail on every poll. Checked
     # before logging is set up: importing Alembic logs its plugins at INFO.
     require_schema(settings.database_url)
     configure_logging(settings.log_level, settings.log_format)
     port = settings.metrics_port if metrics_port is None else metrics_port
+    host = settings.metrics_host
     metrics = Metrics()
     # One scrape per process: this worker's counts are served by this process alone.
     server = None
     if port:
         try:
-            server = metrics.serve(port, settings.host)
+            server = metrics.serve(
+                port, host, admins=metrics_keys, timeout=settings.metrics_timeout_seconds
+            )
         except OSError as exc:
-            fail(f"cannot serve metrics on {settings.host}:{port}: {exc}")
+            fail(f"cannot serve metrics on {host}:{port}: {exc}")
         log.info(
             "worker metrics on http://%s:%d: /metrics, and /healthz (200 while the worker runs)",
-            settings.host,
+            host,
             server.port,
         )
     try:

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from app.database_url import shown
 from app.store.database import HEAD_REVISION, Database, alembic_config, upgrade_to_head
 
 if TYPE_CHECKING:  # imported where used: a database at the head needs no Alembic (~0.5 s)
@@ -38,7 +39,7 @@ def sqlite_file(database_url: str) -> Path | None:
     """The absolute path of a SQLite database file; None for any other database."""
     try:
         url = make_url(database_url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         return None
     if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
         return None
@@ -49,12 +50,7 @@ def describe(database_url: str) -> str:
     """How a message names the database: the absolute path of a SQLite file (a relative one
     depends on the working directory), a URL with its password hidden otherwise."""
     path = sqlite_file(database_url)
-    if path is not None:
-        return f"sqlite:///{path}"
-    try:
-        return make_url(database_url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return repr(database_url)
+    return shown(database_url) if path is None else f"sqlite:///{path}"
 
 
 def refuse_missing_file(database_url: str) -> None:

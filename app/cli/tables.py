@@ -1,5 +1,9 @@
 """How the operators' commands print: Rich tables for people, times as `03:13:04 (in 42s)`.
 
+Fetched strings (a title, an error's message, a content type) are the remote side's: every
+cell is printed through `printable`, so a control character shows as an escape (`\\x1b`)
+instead of driving the terminal (colours, hidden text, its title, OSC 52's clipboard).
+
 Every table fits the width it is given (the terminal's, else `COLUMNS`, else 200): each
 table lists, in order, the steps that make it narrower (drop a low-value column; let a
 column shrink to a floor, a URL losing its middle, an id becoming its first 8 characters)
@@ -10,8 +14,9 @@ kept together so all tables narrow the same way.
 """
 
 import os
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +38,19 @@ WIDE = 10_000
 SHORT_ID = 8
 GAP = 3
 """Cells between two columns of `plain_table`."""
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0, DEL and C1 control characters, and the bidirectional marks, embeddings, overrides
+and isolates, which reorder what a terminal shows."""
+
+
+def printable(text: str) -> str:
+    """`text` with each control character (`_CONTROL`) escaped as Python writes it: ESC as
+    `\\x1b`, a newline as `\\n`, RIGHT-TO-LEFT OVERRIDE as `\\u202e`. Other characters,
+    backslashes included, are left as they are."""
+    # repr escapes each of them, none being printable to Python either.
+    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
 
 
 def plain_table(**options: Any) -> Table:
@@ -116,6 +134,7 @@ def fitted(columns: Sequence[Column], steps: Sequence[Step], width: int | None) 
     """A table of `columns` at most `width` cells wide: `steps` are taken in order until it
     fits (if none suffices, Rich cuts it further). The room left goes back to the shrunk
     columns, the one shrunk last (the least willing) first. None: every column whole."""
+    columns = [replace(c, cells=[printable(cell) for cell in c.cells]) for c in columns]
     shown = {column.header: column for column in columns}
     floors: dict[str, int] = {}
     room = 0
@@ -187,7 +206,7 @@ def _blocked_in_full(job: Job, now: datetime) -> str:
 
 def _row(*values: object) -> list[Text]:
     # Text, not str: a URL with [brackets] must not be read as Rich markup.
-    return [Text("-" if value is None else str(value)) for value in values]
+    return [Text("-" if value is None else printable(str(value))) for value in values]
 
 
 def jobs_table(items: Sequence[Job], now: datetime, width: int | None) -> Table:

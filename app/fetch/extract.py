@@ -3,8 +3,9 @@
 `extract(body, content_type)` is what the fetcher calls once the body is in: it decodes the
 body and returns its title and main text. Decoding never fails: the charset comes from the
 byte-order mark, then the Content-Type header, then `<meta charset>` (HTML) or the XML
-declaration, then detection (charset-normalizer), and undecodable bytes become U+FFFD. The
-one content failure is JSON that does not parse (`UnparseableContent`).
+declaration, then detection (charset-normalizer), each only if it names one of the web's
+encodings (`WEB_CODECS`), and undecodable bytes become U+FFFD. The one content failure is
+JSON that does not parse (`UnparseableContent`).
 """
 
 import codecs
@@ -63,9 +64,41 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
-# Labels the web means as windows-1252 (WHATWG Encoding), and codecs that are no charset.
+# Labels the web means as windows-1252 (WHATWG Encoding).
 _WEB_ALIASES = {"iso8859-1": "cp1252", "ascii": "cp1252"}
-_NOT_CHARSETS = frozenset({"idna", "punycode", "undefined", "unicode-escape", "raw-unicode-escape"})
+WEB_CODECS = frozenset(
+    {
+        "utf-8",
+        "utf-16",
+        "utf-16-le",
+        "utf-16-be",
+        "cp866",
+        *(f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16)),
+        "tis-620",
+        "koi8-r",
+        "koi8-u",
+        "mac-roman",
+        "mac-cyrillic",
+        "cp874",
+        *(f"cp125{n}" for n in range(9)),
+        "gb2312",
+        "gbk",
+        "gb18030",
+        "big5",
+        "big5hkscs",
+        "euc_jp",
+        "iso2022_jp",
+        "shift_jis",
+        "cp932",
+        "euc_kr",
+        "cp949",
+    }
+)
+"""The Python codecs of the encodings of WHATWG's Encoding Standard, the only ones the web
+has (https://encoding.spec.whatwg.org/#names-and-labels), as `codecs.lookup` names them.
+Any other codec is no charset of a page: UTF-7 decodes to lone surrogates, EBCDIC (cp037)
+and HZ are no web encodings, ISO-2022-KR and HZ are WHATWG's "replacement" (never decoded,
+since they can hide markup), and rot13 or base64 are no text encodings at all."""
 
 
 class UnparseableContent(ValueError):
@@ -103,17 +136,16 @@ def header_charset(content_type: str | None) -> str | None:
 
 
 def codec(label: str | None) -> str | None:
-    """The Python codec for a charset label, or None if it names none usable for text."""
+    """The Python codec for a charset label, or None unless it names a web encoding
+    (`WEB_CODECS`): then the next source of the charset decides (`charset_of`)."""
     if not label:
         return None
     try:
         name = codecs.lookup(label).name
-        b"a".decode(name, "ignore")  # LookupError for codecs that are no text encodings (rot13)
-    except (LookupError, ValueError):
+    except (LookupError, ValueError):  # ValueError: a label holding NUL
         return None
-    if name in _NOT_CHARSETS:
-        return None
-    return _WEB_ALIASES.get(name, name)
+    name = _WEB_ALIASES.get(name, name)
+    return name if name in WEB_CODECS else None
 
 
 def charset_of(body: bytes, content_type: str | None) -> str:

@@ -5,6 +5,8 @@
 fatal, and named:
 
 - BlockedDestination: the SSRF guard refused a hop (`app.fetch.guard`); nothing was sent there.
+- InvalidRedirect: a redirect whose Location does not parse as a URL (the server answered:
+  its domain is not failing).
 - UnsupportedContentType: not in INGEST_ALLOWED_CONTENT_TYPES (decided on the headers).
 - UnsupportedContentEncoding: a coding we did not offer, or more than one.
 - BodyTooLarge: more than INGEST_MAX_BODY_BYTES once decoded, counted while streaming.
@@ -14,6 +16,10 @@ fatal, and named:
 
 Everything else is classified by `app.policy`. The fetcher keeps no state about jobs and
 never sleeps for backoff.
+
+What it keeps of the answer's headers (its Content-Type, Retry-After) and its final URL is
+printable ASCII (`_printable_ascii`): those strings are served again as headers (which
+must be Latin-1) and printed on operators' terminals (where an ESC starts a command).
 
 Memory stays bounded whatever the server sends: redirects are followed here, closing each
 3xx without reading its body (httpx would read it whole); bodies are decoded here rather
@@ -68,6 +74,30 @@ CONTENT_TYPE_MAX_CHARS = 255
 
 class FetchTimeout(Exception):
     """The whole fetch took longer than `fetch_timeout_seconds`."""
+
+
+class InvalidRedirect(Exception):
+    """A redirect's Location is no URL. (httpx says RemoteProtocolError, as for a dropped
+    connection, which would make a fault of the page's a transient failure of its domain.)"""
+
+
+LOCATION_SHOWN_CHARS = 200
+"""Of a Location that does not parse, this much is kept in the job's error."""
+
+
+async def _check_location(response: httpx.Response) -> None:
+    """Raise InvalidRedirect for a redirect whose Location does not parse (a response hook:
+    it runs before httpx builds the next request from the Location)."""
+    if not response.has_redirect_location:
+        return
+    location = response.headers["location"]
+    try:
+        response.request.url.join(location)
+    except httpx.InvalidURL as exc:
+        shown = _printable_ascii(location[:LOCATION_SHOWN_CHARS], response.headers.encoding)
+        raise InvalidRedirect(
+            f"HTTP {response.status_code} to Location {shown!r}, which is no URL: {exc}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -141,6 +171,7 @@ class Fetcher:
             ),
             transport=transport,
             headers={"User-Agent": settings.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
+            event_hooks={"response": [_check_location]},
         )
 
     async def fetch(self, url: str) -> Fetched | Failure:
@@ -157,6 +188,8 @@ class Fetcher:
             return classify_exception(exc, settings.transient_errors)
         except BlockedDestination as exc:
             return _fatal("BlockedDestination", str(exc))
+        except InvalidRedirect as exc:
+            return _fatal("InvalidRedirect", str(exc))
         except Exception as exc:  # every failure becomes a classified outcome
             if _headers_too_large(exc):
                 return _fatal("HeadersTooLarge", "response headers are too large")
@@ -186,7 +219,7 @@ class Fetcher:
         failure = classify_status(
             response.status_code,
             settings.transient_status_codes,
-            response.headers.get("retry-after"),
+            _header(response, "retry-after"),
         )
         if failure is None:
             failure = self._refuse_headers(response)
@@ -205,10 +238,9 @@ class Fetcher:
         if failure is not None:
             spool.close()
             return failure
-        content_type = _capped(response.headers.get("content-type"))
-        return _Body(
-            response.status_code, str(response.url), content_type, spool, digest.hexdigest()
-        )
+        content_type = _capped(_header(response, "content-type"))
+        final_url = _printable_ascii(str(response.url))
+        return _Body(response.status_code, final_url, content_type, spool, digest.hexdigest())
 
     async def _read(
         self, stream: AsyncIterator[bytes], inflater: Inflater, spool: IO[bytes], digest: Any
@@ -238,7 +270,7 @@ class Fetcher:
         headers = response.headers
         length = headers.get("content-length", "")
         empty = response.status_code in (204, 205) or length == "0"
-        media = media_type(headers.get("content-type"))
+        media = media_type(_header(response, "content-type"))
         if not empty and not is_allowed_type(media, self.settings.allowed_content_types):
             return _fatal(
                 "UnsupportedContentType",
@@ -248,7 +280,7 @@ class Fetcher:
         if len(coding) > 1 or (coding and coding[0] not in Inflater.CODINGS):
             return _fatal(
                 "UnsupportedContentEncoding",
-                f"content encoding {headers['content-encoding']!r} was not offered",
+                f"content encoding {_header(response, 'content-encoding')!r} was not offered",
             )
         if not coding and length.isdigit() and int(length) > self.settings.max_body_bytes:
             return _too_large(self.settings.max_body_bytes)
@@ -294,6 +326,27 @@ def _read_and_extract(spool: IO[bytes], content_type: str | None) -> tuple[bytes
 
 def _too_large(limit: int) -> Failure:
     return _fatal("BodyTooLarge", f"body exceeds {limit} bytes")
+
+
+def _header(response: httpx.Response, name: str) -> str | None:
+    """The header `name` of `response` as printable ASCII (`_printable_ascii`), or None."""
+    value = response.headers.get(name)
+    if value is None:
+        return None
+    # Encoded back to the bytes sent: httpx decodes every header of an answer alike, as
+    # UTF-8 unless one of them is no UTF-8, then as Latin-1.
+    return _printable_ascii(value, response.headers.encoding)
+
+
+def _printable_ascii(value: str, encoding: str = "utf-8") -> str:
+    """`value` in printable ASCII: control characters dropped, each byte outside ASCII of
+    its `encoding` percent-encoded: `text/plain; x=€` is `text/plain; x=%E2%82%AC`."""
+    if value.isascii() and value.isprintable():
+        return value
+    return "".join(
+        chr(byte) if 0x20 <= byte < 0x7F else f"%{byte:02X}" if byte >= 0x80 else ""
+        for byte in value.encode(encoding, "replace")
+    )
 
 
 def _capped(content_type: str | None) -> str | None:

@@ -62,11 +62,13 @@ from sqlalchemy import event
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import URL, Dialect, make_url
+from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.schema import ScalarElementColumnDefault
+
+from app.database_url import parsed
 
 log = logging.getLogger("ingest.store")
 
@@ -746,12 +748,6 @@ def floor_minus(column: sa.ColumnElement[int], n: Any) -> sa.ColumnElement[int]:
     return sa.case((column > n, column - n), else_=0)
 
 
-def storable_text(value: str) -> str:
-    """`value` without NUL characters, which PostgreSQL's text type cannot hold (SQLite's
-    can; fetched text is stored the same way on both)."""
-    return value.replace("\x00", "")
-
-
 def partial_index(name: str, *columns: Any, where: str) -> sa.Index:
     """An index of the rows matching `where` only (an SQL predicate that compares `status`
     with a literal: the queries must use the very same literal for either planner to pick
@@ -761,8 +757,9 @@ def partial_index(name: str, *columns: Any, where: str) -> sa.Index:
 
 
 def backend_for(database_url: str) -> Backend:
-    """Pick the backend and driver for a plain URL (`sqlite:///x.db`, `postgresql://...`)."""
-    url = make_url(database_url)
+    """Pick the backend and driver for a plain URL (`sqlite:///x.db`, `postgresql://...`);
+    ValueError, the URL's password hidden, for one that does not parse or names another."""
+    url = parsed(database_url)
     scheme = url.get_backend_name()
     if scheme == "sqlite":
         return SQLiteBackend(url)

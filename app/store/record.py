@@ -15,6 +15,9 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
 5. their domains: one slot each freed, and the failure streak moved on.
 
+Every string an outcome brings from the remote side is bound as one both databases hold
+(`app.strings.storable_text`): a lone surrogate or a NUL would fail the whole batch.
+
 Every statement is compiled and bound before the transaction opens (`Recording`): the
 SQLite writer is held for running them, not for Python work. Only when the fence drops
 outcomes (their leases were taken back meanwhile) are the rest's built again inside.
@@ -43,8 +46,9 @@ from app.model import (
     Reschedule,
 )
 from app.store.deliveries import owe
-from app.store.dialect import Backend, Writes, all_rows, floor_minus, lock_rows, storable_text
+from app.store.dialect import Backend, Writes, all_rows, floor_minus, lock_rows
 from app.store.tables import attempts, contents, domains, jobs, status_is
+from app.strings import storable_text
 
 
 @dataclass(frozen=True)
@@ -239,16 +243,16 @@ class _Plan:
             (_FREE_SLOTS, self.domains),
         ]
         self.writes: list[Writes] = [
-            backend.updates(statement, params) for statement, params in updates if params
+            backend.updates(statement, _storable(params)) for statement, params in updates if params
         ]
         if self.contents:
-            self.writes.append(backend.inserts(contents, self.contents, skip_existing=True))
+            rows = _storable(self.contents)
+            self.writes.append(backend.inserts(contents, rows, skip_existing=True))
 
     def _job(self, outcome: Outcome, fence: dict[str, Any], now: datetime) -> None:
         decision = outcome.decision
         if isinstance(decision, Complete):
             fetched = decision.fetched
-            text = storable_text(fetched.text)
             self.succeed.append(
                 fence
                 | {
@@ -257,8 +261,8 @@ class _Plan:
                     "content_type": fetched.content_type,
                     "bytes": fetched.bytes,
                     "sha256": fetched.sha256,
-                    "title": None if fetched.title is None else storable_text(fetched.title),
-                    "text_length": len(text),
+                    "title": fetched.title,
+                    "text_length": len(fetched.text),
                 }
             )
             self.contents.append(
@@ -266,8 +270,8 @@ class _Plan:
                     "job_id": outcome.lease.id,
                     "content": fetched.body,
                     "content_type": fetched.content_type,
-                    "text": text,
-                    "text_length": len(text),
+                    "text": fetched.text,
+                    "text_length": len(fetched.text),
                     "stored_at": now,
                 }
             )
@@ -297,6 +301,19 @@ class _Plan:
             self.hand_back.append(values)
         else:
             self.fail.append(values | _last_error(decision.failure))
+
+
+def _storable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with every string made one both databases hold (`storable_text`): an
+    outcome's strings come from the remote side (a page's text and title, its headers, an
+    error's message), and one that a database refuses would fail the whole batch."""
+    return [
+        {
+            key: storable_text(value) if isinstance(value, str) else value
+            for key, value in row.items()
+        }
+        for row in rows
+    ]
 
 
 def _last_error(failure: Failure) -> dict[str, Any]:

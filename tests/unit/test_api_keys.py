@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from app.api.auth import tenant_of
+from app.keys import Keys
 from app.settings import Settings
 
 A, B = "k" * 16, "z" * 24
@@ -31,10 +31,21 @@ def test_bad_keys_are_rejected(monkeypatch, value):
 
 def test_lookup_finds_the_tenant_or_nothing():
     """The presented key maps to its tenant; an unknown or prefix key maps to nothing."""
-    keys = {A: "acme", B: "*"}
+    keys = Keys.of({A: "acme", B: "*"})
     assert ("acme", "*", None, None) == (
-        tenant_of(A, keys),
-        tenant_of(B, keys),
-        tenant_of(A[:-1], keys),
-        tenant_of("", keys),
+        keys.tenant_of(A),
+        keys.tenant_of(B),
+        keys.tenant_of(A[:-1]),
+        keys.tenant_of(""),
+    )
+
+
+def test_the_admins_alone_know_no_tenant_key():
+    """`admins()` keeps the admin keys: a tenant's key is no key of theirs."""
+    admins = Keys.of({A: "acme", B: "*"}).admins()
+    assert ("*", None, True, False) == (
+        admins.tenant_of(B),
+        admins.tenant_of(A),
+        bool(admins),
+        bool(Keys.of({A: "acme"}).admins()),
     )

@@ -105,11 +105,45 @@ def test_header_charset(content_type: str | None, charset: str | None) -> None:
         ("undefined", None),
         ("utf-8\x00", None),
         (None, None),
+        ("latin5", "iso8859-9"),
+        ("ms932", "cp932"),
+        ("x-mac-cyrillic", None),  # a web encoding's label that Python does not know
+        ("utf-7", None),
+        ("UTF7", None),
+        ("hz-gb-2312", None),
+        ("iso-2022-kr", None),
+        ("cp037", None),
+        ("utf-32", None),
+        ("cp850", None),
     ],
 )
 def test_codec(label: str | None, name: str | None) -> None:
-    """Charset labels map to Python codecs; labels naming no text charset map to None."""
+    """Labels of the web's encodings map to Python codecs; any other label (no text charset,
+    or one that no web encoding is) maps to None."""
     assert name == codec(label)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain; charset=utf-7",
+        "text/plain; charset=hz",
+        "text/plain; charset=cp037",
+        "text/plain; charset=iso-2022-kr",
+    ],
+)
+def test_a_charset_that_is_no_web_encoding_is_ignored(content_type: str) -> None:
+    """Declared UTF-7, HZ, EBCDIC or ISO-2022-KR is not believed: detection decides (UTF-8
+    here), so UTF-7's `+2AA-` stays as it is, not a lone surrogate."""
+    extracted = extract(b"+2AA- ~{<:Ky2;S{#,~}", content_type)
+    assert ("utf-8", "+2AA- ~{<:Ky2;S{#,~}") == (extracted.charset, extracted.text)
+
+
+def test_a_meta_charset_that_is_no_web_encoding_is_ignored() -> None:
+    """<meta charset="utf-7"> is not believed either."""
+    body = b'<meta charset="utf-7"><title>+2AA-</title>'
+    extracted = extract(body, HTML)
+    assert ("utf-8", "+2AA-") == (extracted.charset, extracted.title)
 
 
 def test_bom_wins_over_the_header() -> None:
@@ -270,7 +304,7 @@ def test_undecodable_bytes_are_replaced() -> None:
 
 
 def test_nul_is_kept() -> None:
-    """NUL characters are kept: the store drops them (app.store.dialect.storable_text)."""
+    """NUL characters are kept: the store replaces them (app.strings.storable_text)."""
     assert "a\x00b" == extract(b"a\x00b", "text/plain").text
 
 

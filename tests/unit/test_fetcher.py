@@ -461,6 +461,23 @@ async def test_redirect_to_an_unsupported_scheme_is_fatal() -> None:
     )
 
 
+@pytest.mark.parametrize("location", ["http://[::1", "http://\x1b[31m/"])
+async def test_a_redirect_to_no_url_is_a_fatal_invalid_redirect(location: str) -> None:
+    """A Location that does not parse is the page's fault, fatal InvalidRedirect (httpx says
+    RemoteProtocolError, which is transient); the error shows it in printable ASCII."""
+    result = await fetch(
+        lambda request: httpx.Response(302, headers={"Location": location}), "http://e.test/"
+    )
+
+    shown = location.replace("\x1b", "")
+    assert (ErrorKind.FATAL, "InvalidRedirect", None) == (
+        result.kind,
+        result.type,
+        result.http_status,
+    )
+    assert result.message.startswith(f"HTTP 302 to Location {shown!r}, which is no URL: ")
+
+
 # ---- limits and refusals ------------------------------------------------------------------
 
 
@@ -650,6 +667,26 @@ async def test_overlong_content_type_is_cut_to_media_type_and_charset() -> None:
     )
 
     assert "text/plain; charset=utf-8" == result.content_type
+
+
+async def test_header_strings_kept_are_printable_ascii() -> None:
+    """What is kept of the headers (Content-Type, Retry-After) is printable ASCII: control
+    characters dropped, each byte outside ASCII percent-encoded as it was sent (the UTF-8
+    of `€`, though another header's byte 0xB2 is no UTF-8)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        status = 429 if request.url.path == "/limited" else 200
+        headers = [
+            (b"Content-Type", "text/plain; x=€\x1b[2J".encode()),
+            (b"Retry-After", b"\x1b]0;x\x07\xb2"),
+        ]
+        return httpx.Response(status, headers=headers, content=b"hi")
+
+    page = await fetch(answer, "http://e.test/page")
+    limited = await fetch(answer, "http://e.test/limited")
+
+    assert isinstance(page, Fetched) and isinstance(limited, Failure)
+    assert ("text/plain; x=%E2%82%AC[2J", "]0;x%B2") == (page.content_type, limited.retry_after)
 
 
 async def test_blocked_destination_is_fatal_and_sends_nothing() -> None:

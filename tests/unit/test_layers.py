@@ -6,7 +6,7 @@ from pathlib import Path
 APP = Path(__file__).resolve().parents[2] / "app"
 
 LAYERS = [
-    ("app", "app.model", "app.settings", "app.clock", "app.strings", "app.wording"),
+    ("app", "app.model", "app.settings", "app.keys", "app.clock", "app.strings", "app.wording"),
     ("app.policy", "app.scheduling", "app.fetch"),
     ("app.store",),
     ("app.wire", "app.metrics", "app.observability", "app.loop"),

@@ -9,8 +9,17 @@ import httpx
 import pytest
 
 from app.fetch.fetcher import FetchTimeout
-from app.model import DeadReason, ErrorKind, Failure, MarkDead, Reschedule
-from app.policy import backoff_delay, classify_exception, classify_status, decide
+from app.model import (
+    AttemptOutcome,
+    DeadReason,
+    DomainSignal,
+    ErrorKind,
+    Failure,
+    Lease,
+    MarkDead,
+    Reschedule,
+)
+from app.policy import backoff_delay, classify_exception, classify_status, decide, unsettled
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
 
 TRANSIENT = ErrorKind.TRANSIENT
@@ -462,3 +471,19 @@ def test_decide_with_sub_second_settings() -> None:
     )
 
     assert Reschedule(NOW + timedelta(seconds=0.5), 0.5, TRANSIENT_FAILURE) == decision
+
+
+def test_an_attempt_that_could_not_be_settled_is_dead_and_fatal() -> None:
+    """An exception raised while deciding kills the job (fatal, the exception's name and
+    message, kept for its trace) and says nothing of its domain."""
+    lease = Lease("j", "http://a.test/", "a.test", "t", 1, 4, 0, "w", "l", NOW)
+    exc = ValueError("could not convert string to float: '²'")
+    outcome = unsettled(lease, exc, 12)
+    failure = Failure(FATAL, "ValueError", "could not convert string to float: '²'")
+    assert (MarkDead(DeadReason.FATAL, failure), AttemptOutcome.FATAL, 12, DomainSignal.SILENT) == (
+        outcome.decision,
+        outcome.ended,
+        outcome.duration_ms,
+        outcome.domain,
+    )
+    assert exc is outcome.decision.failure.unexpected

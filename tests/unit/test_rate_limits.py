@@ -29,6 +29,12 @@ CODES = frozenset({408, *range(500, 600)})
         ("", None),
         ("Mon, 30 Nov 2026 11:00:00 GMT", None),
         (None, None),
+        ("²", None),  # a digit to str.isdigit, not to float
+        ("١٢", None),  # Arabic-Indic digits
+        (" 12 ", 12.0),
+        ("-1", None),
+        ("1e3", None),
+        ("9" * 5000, 3600.0),
     ],
 )
 def test_parse_retry_after(header, seconds):

@@ -1,5 +1,6 @@
 """app.settings: defaults, INGEST_* parsing, validation, parse_status_codes."""
 
+import json
 import os
 from pathlib import Path
 
@@ -39,6 +40,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         ("user_agent", "ingest/0.1"),
         ("transient_errors", DEFAULT_TRANSIENT_ERRORS),
         ("transient_status_codes", DEFAULT_CODES),
+        ("metrics_host", "127.0.0.1"),
+        ("metrics_timeout_seconds", 10.0),
     ],
 )
 def test_defaults(field: str, expected: object) -> None:
@@ -276,8 +279,8 @@ def test_parse_status_codes_rejects(value: str) -> None:
 
 
 def test_settings_reach_a_child_process_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`to_json` -> `from_json` (how `ingest serve` hands its settings to its worker
-    process) gives the same settings, secrets included, whatever the child's environment
+    """`to_values` -> JSON -> `from_values` (how `ingest serve` hands its settings to its
+    worker process) gives the same settings, secrets included, whatever the child's environment
     says; every kind of field is set away from its default."""
     settings = Settings(
         _env_file=None,
@@ -303,8 +306,25 @@ def test_settings_reach_a_child_process_whole(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("INGEST_MAX_ATTEMPTS", "2")
     monkeypatch.setenv("INGEST_WEBHOOK_SECRET", "other")
 
-    received = Settings.from_json(settings.to_json())
+    received = Settings.from_values(json.loads(json.dumps(settings.to_values())))
 
     assert len(changed) == 14
     assert received == settings
     assert "s3cret" == received.webhook_secret.get_secret_value()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"database_url": "postgresql://ingest:s3cret@db:notaport/x"},
+        {"database_url": "ingest:s3cret@db/x"},
+        {"api_keys": "s3cret:shop"},
+        {"api_keys": "s3cret"},
+    ],
+)
+def test_a_refused_setting_is_never_repeated(values: dict[str, str]) -> None:
+    """Settings that hold a password or a key are refused without repeating it, a database
+    URL that does not parse included (named with its password hidden)."""
+    with pytest.raises(ValidationError) as refused:
+        Settings(_env_file=None, **values)
+    assert "s3cret" not in str(refused.value)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from app.api.bodies import METADATA_MAX_BYTES, bounded_metadata, text_only
-from app.strings import is_text, shown, storable, strings_in
+from app.strings import is_text, shown, storable, storable_text
 
 
 @pytest.mark.parametrize(
@@ -25,12 +25,21 @@ def test_is_text_and_storable(value: str, text: bool, stored: bool) -> None:
     assert (text, stored) == (is_text(value), storable(value))
 
 
-def test_strings_in_walks_keys_and_values_without_recursion() -> None:
-    """Every string, keys included, even 5,000 levels down."""
-    deep: object = "bottom"
-    for _ in range(5000):
-        deep = [deep]
-    assert {"k", "v", "x", "d", "bottom"} == set(strings_in({"k": ["v", {"x": 1.5}], "d": deep}))
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        ("plain", "plain"),
+        ("😀 ü \ufffd", "😀 ü \ufffd"),
+        ("a\x00b\x00", "a\ufffdb\ufffd"),
+        ("\ud800", "\ufffd"),
+        ("é\udfffb\x00", "é\ufffdb\ufffd"),
+        ("\ud83d\ude00", "\ufffd\ufffd"),
+        ("", ""),
+    ],
+)
+def test_storable_text_replaces_what_no_database_holds(value: str, stored: str) -> None:
+    """Lone surrogates and NUL become U+FFFD, the rest stays; the result is storable."""
+    assert (stored, True) == (storable_text(value), storable(storable_text(value)))
 
 
 def test_shown_replaces_what_json_cannot_carry() -> None:
@@ -43,17 +52,22 @@ def test_shown_replaces_what_json_cannot_carry() -> None:
     json.dumps(shown(value), allow_nan=False).encode()
 
 
-def test_text_only_refuses_a_lone_surrogate_anywhere() -> None:
-    """A body with a lone surrogate in any key or value is refused, a valid one passes."""
-    assert {"a": ["😀"]} == text_only({"a": ["😀"]})
-    for body in ({"\ud800": 1}, {"a": ["\udfff"]}, {"a": {"b": "x\ud800"}}):
+def test_a_lone_surrogate_is_refused_in_a_key_a_value_or_metadata() -> None:
+    """A body with a lone surrogate in a key or a string value is refused, and metadata with
+    one anywhere inside; a valid one passes."""
+    assert {"a": "😀", "b": ["x"]} == text_only({"a": "😀", "b": ["x"]})
+    for body in ({"\ud800": 1}, {"a": "x\udfff"}):
         with pytest.raises(ValueError, match="Unicode text"):
             text_only(body)
+    assert {"😀": ["😀"]} == bounded_metadata({"😀": ["😀"]})
+    for metadata in ({"\ud800": 1}, {"a": ["\udfff"]}, {"a": {"b": "x\ud800"}}):
+        with pytest.raises(ValueError, match="Unicode text"):
+            bounded_metadata(metadata)
 
 
 def test_metadata_bounds() -> None:
     """Exactly 16 KiB of compact JSON and 16 levels pass; one byte or level more does not;
-    numbers must be finite."""
+    numbers must be finite; a value of more than 16 Ki values is refused unread."""
     filler = "x" * (METADATA_MAX_BYTES - len('{"k":""}'))
     assert {"k": filler} == bounded_metadata({"k": filler})
     nested: object = 1
@@ -65,6 +79,8 @@ def test_metadata_bounds() -> None:
         ({"a": [nested]}, "deeper than 16"),
         ({"a": [1, {"b": float("nan")}]}, "finite"),
         ({"a": float("-inf")}, "finite"),
+        ({"a": [0] * METADATA_MAX_BYTES}, "holds more than 16384 values"),
+        ({str(n): 0 for n in range(METADATA_MAX_BYTES // 2)}, "holds more than 16384 values"),
     ]:
         with pytest.raises(ValueError, match=message):
             bounded_metadata(bad)
