@@ -149,6 +149,32 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class PageMetadata:
+    """What a fetched page says about itself (meta tags, Open Graph, JSON-LD, a PDF's info),
+    and the charset its text was decoded with. Every field is optional: pages say little."""
+
+    title: str | None = None
+    description: str | None = None
+    authors: tuple[str, ...] = ()
+    published: str | None = None
+    """ISO 8601, a date or a date and time, as precise as the page says."""
+    modified: str | None = None
+    language: str | None = None
+    """A BCP 47 tag as the page declares it (`en`, `pt-BR`)."""
+    canonical_url: str | None = None
+    site_name: str | None = None
+    image: str | None = None
+    keywords: tuple[str, ...] = ()
+    page_count: int | None = None
+    """A PDF's pages."""
+    charset: str | None = None
+    """The codec the text was decoded with (None for a PDF, which is no text)."""
+    charset_source: str | None = None
+    """How it was chosen: bom, header, meta, detected, or default (windows-1252 for HTML
+    whose detection is unsure, as browsers do; UTF-8 otherwise)."""
+
+
+@dataclass(frozen=True)
 class Fetched:
     """A successful fetch: the answer, its body and the text extracted from it."""
 
@@ -163,7 +189,10 @@ class Fetched:
     body: builtins.bytes = field(default=b"", repr=False)
     """The decoded body, at most `max_body_bytes`."""
     text: str = field(default="", repr=False)
-    """The extracted main text (`app.fetch.extract`)."""
+    """The extracted main text (`app.content.extract`)."""
+    markdown: str | None = field(default=None, repr=False)
+    """The main content as Markdown; None for a type with no text."""
+    metadata: PageMetadata = field(default_factory=PageMetadata)
 
 
 @dataclass(frozen=True)

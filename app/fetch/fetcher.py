@@ -12,7 +12,7 @@ fatal, and named:
 - BodyTooLarge: more than INGEST_MAX_BODY_BYTES once decoded, counted while streaming.
 - HeadersTooLarge: response headers past h11's 100 KiB.
 - DecodingError: a gzip or deflate body that does not inflate.
-- UnparseableContent: JSON that does not parse (`app.fetch.extract`).
+- UnparseableContent: JSON that does not parse (`app.content`).
 
 Everything else is classified by `app.policy`. The fetcher keeps no state about jobs and
 never sleeps for backoff.
@@ -43,15 +43,10 @@ from typing import IO, Any
 import h11
 import httpx
 
+from app.content.document import Document
+from app.content.extract import extract
+from app.content.types import UnparseableContent, header_charset, is_allowed_type, media_type
 from app.fetch.decoding import ACCEPT_ENCODING, Inflater, codings
-from app.fetch.extract import (
-    Extracted,
-    UnparseableContent,
-    extract,
-    header_charset,
-    is_allowed_type,
-    media_type,
-)
 from app.fetch.guard import (
     BlockedDestination,
     Destinations,
@@ -306,10 +301,12 @@ class Fetcher:
             content_type=fetched.content_type,
             bytes=len(body),
             sha256=fetched.sha256,
-            title=extracted.title,
+            title=extracted.metadata.title,
             text_length=len(extracted.text),
             body=body,
             text=extracted.text,
+            markdown=extracted.markdown,
+            metadata=extracted.metadata,
         )
 
     async def aclose(self) -> None:
@@ -318,7 +315,7 @@ class Fetcher:
         self._parser.shutdown(wait=False, cancel_futures=True)
 
 
-def _read_and_extract(spool: IO[bytes], content_type: str | None) -> tuple[bytes, Extracted]:
+def _read_and_extract(spool: IO[bytes], content_type: str | None) -> tuple[bytes, Document]:
     spool.seek(0)
     body = spool.read()
     return body, extract(body, content_type)

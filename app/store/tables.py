@@ -265,7 +265,7 @@ class JobContent(SQLModel, table=True):
     """The body exactly as decoded (Content-Encoding undone), at most INGEST_MAX_BODY_BYTES."""
     content_type: str | None = Field(default=None, max_length=255)
     text: str = Field(sa_column=Column(sa.Text(), nullable=False))
-    """The extracted main text (app.fetch.extract)."""
+    """The extracted main text (app.content.extract)."""
     text_length: int
     stored_at: datetime = _ts(nullable=False)
 

@@ -1,23 +1,21 @@
-"""app.fetch.extract: media types, charset choice, title and main text, JSON checks."""
+"""app.content: media types, charset choice, title and main text, JSON checks."""
 
 import codecs
 
 import pytest
 
-from app.fetch.extract import (
-    PARSE_MAX_CHARS,
-    TITLE_MAX_CHARS,
-    UnparseableContent,
-    charset_of,
-    codec,
-    extract,
-    header_charset,
-    is_allowed_type,
-    media_type,
-)
+from app.content.charsets import charset_of as charset_choice
+from app.content.charsets import codec
+from app.content.extract import PARSE_MAX_CHARS, extract
+from app.content.html import TITLE_MAX_CHARS
+from app.content.types import UnparseableContent, header_charset, is_allowed_type, media_type
 from app.settings import DEFAULT_CONTENT_TYPES
 
 HTML = "text/html"
+
+
+def charset_of(body: bytes, content_type: str | None) -> str:
+    return charset_choice(body, content_type).codec
 
 
 # ---- media types --------------------------------------------------------------------------
@@ -136,14 +134,14 @@ def test_a_charset_that_is_no_web_encoding_is_ignored(content_type: str) -> None
     """Declared UTF-7, HZ, EBCDIC or ISO-2022-KR is not believed: detection decides (UTF-8
     here), so UTF-7's `+2AA-` stays as it is, not a lone surrogate."""
     extracted = extract(b"+2AA- ~{<:Ky2;S{#,~}", content_type)
-    assert ("utf-8", "+2AA- ~{<:Ky2;S{#,~}") == (extracted.charset, extracted.text)
+    assert ("utf-8", "+2AA- ~{<:Ky2;S{#,~}") == (extracted.metadata.charset, extracted.text)
 
 
 def test_a_meta_charset_that_is_no_web_encoding_is_ignored() -> None:
     """<meta charset="utf-7"> is not believed either."""
     body = b'<meta charset="utf-7"><title>+2AA-</title>'
     extracted = extract(body, HTML)
-    assert ("utf-8", "+2AA-") == (extracted.charset, extracted.title)
+    assert ("utf-8", "+2AA-") == (extracted.metadata.charset, extracted.metadata.title)
 
 
 def test_bom_wins_over_the_header() -> None:
@@ -224,7 +222,7 @@ def test_valid_utf8_is_utf8() -> None:
 )
 def test_title_of_html(document: str, title: str) -> None:
     """The first title's text, entities decoded and whitespace collapsed to single spaces."""
-    assert title == extract(document.encode(), "text/html").title
+    assert title == extract(document.encode(), "text/html").metadata.title
 
 
 @pytest.mark.parametrize(
@@ -239,13 +237,13 @@ def test_title_of_html(document: str, title: str) -> None:
 )
 def test_no_title_is_none(document: str) -> None:
     """A document without a title, or with a blank one, has no title."""
-    assert None is extract(document.encode(), "text/html").title
+    assert None is extract(document.encode(), "text/html").metadata.title
 
 
 def test_long_title_is_truncated() -> None:
     """A title is cut to its first TITLE_MAX_CHARS characters."""
     document = "<title>" + "a" * 5000 + "</title>"
-    assert "a" * TITLE_MAX_CHARS == extract(document.encode(), "text/html").title
+    assert "a" * TITLE_MAX_CHARS == extract(document.encode(), "text/html").metadata.title
 
 
 @pytest.mark.parametrize(
@@ -255,7 +253,7 @@ def test_long_title_is_truncated() -> None:
 def test_only_html_has_a_title(content_type: str | None) -> None:
     """A <title> in any other type than HTML is not a title."""
     body = b'"<title>T</title>"' if content_type == "application/json" else b"<title>T</title>"
-    assert None is extract(body, content_type).title
+    assert None is extract(body, content_type).metadata.title
 
 
 # ---- main text ----------------------------------------------------------------------------
@@ -274,7 +272,7 @@ def test_main_text_of_html() -> None:
     """Main text: one line per block, without scripts, styles, navigation, chrome or forms."""
     expected = "Heading\nFirst bold paragraph.\nSecond\nline\none\ntwo"
     assert ("The page", expected) == (
-        extract(PAGE.encode(), HTML).title,
+        extract(PAGE.encode(), HTML).metadata.title,
         extract(PAGE.encode(), HTML).text,
     )
 
@@ -295,7 +293,11 @@ def test_html_is_decoded_with_its_meta_charset() -> None:
     """The body is decoded with the charset found, title and text alike."""
     body = '<meta charset="koi8-r"><title>Привет</title><p>мир</p>'.encode("koi8-r")
     extracted = extract(body, HTML)
-    assert ("Привет", "мир", "koi8-r") == (extracted.title, extracted.text, extracted.charset)
+    assert ("Привет", "мир", "koi8-r") == (
+        extracted.metadata.title,
+        extracted.text,
+        extracted.metadata.charset,
+    )
 
 
 def test_undecodable_bytes_are_replaced() -> None:
@@ -367,4 +369,4 @@ def test_html_is_parsed_for_text_up_to_the_parse_limit() -> None:
     """Text after PARSE_MAX_CHARS of markup is not extracted; the title before it is."""
     body = b"<title>T</title><p>early</p>" + b" " * PARSE_MAX_CHARS + b"<p>late</p>"
     extracted = extract(body, HTML)
-    assert ("T", "early") == (extracted.title, extracted.text)
+    assert ("T", "early") == (extracted.metadata.title, extracted.text)

@@ -17,7 +17,7 @@ import pytest
 import respx
 
 from app.fetch.fetcher import Fetcher
-from app.model import ErrorKind, Failure, Fetched
+from app.model import ErrorKind, Failure, Fetched, PageMetadata
 from app.settings import Settings
 
 Handler = Callable[[httpx.Request], Any]
@@ -108,6 +108,8 @@ async def test_success_result_fields_after_a_redirect() -> None:
         text_length=len("hi"),
         body=PAGE,
         text="hi",
+        markdown="hi",
+        metadata=PageMetadata(title="Hello world", charset="utf-8", charset_source="header"),
     )
     assert expected == result
 
@@ -131,6 +133,8 @@ async def test_success_without_html_has_no_title() -> None:
         text_length=len(body),
         body=body,
         text=body.decode(),
+        markdown=body.decode(),
+        metadata=PageMetadata(charset="utf-8", charset_source="detected"),
     )
     assert expected == result
 
@@ -139,7 +143,16 @@ async def test_empty_204() -> None:
     """A 204 succeeds with zero bytes, the digest of nothing and no content type."""
     result = await fetch(lambda request: httpx.Response(204), "http://example.test/")
 
-    expected = Fetched(204, "http://example.test/", None, 0, hashlib.sha256().hexdigest(), None)
+    expected = Fetched(
+        204,
+        "http://example.test/",
+        None,
+        0,
+        hashlib.sha256().hexdigest(),
+        None,
+        markdown="",
+        metadata=PageMetadata(charset="utf-8", charset_source="detected"),
+    )
     assert expected == result
 
 

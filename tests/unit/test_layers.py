@@ -7,7 +7,7 @@ APP = Path(__file__).resolve().parents[2] / "app"
 
 LAYERS = [
     ("app", "app.model", "app.settings", "app.keys", "app.clock", "app.strings", "app.wording"),
-    ("app.policy", "app.scheduling", "app.fetch"),
+    ("app.policy", "app.scheduling", "app.content", "app.fetch"),
     ("app.store",),
     ("app.wire", "app.metrics", "app.observability", "app.loop"),
     ("app.worker", "app.completer", "app.webhooks", "app.worker_process"),
@@ -17,7 +17,7 @@ LAYERS = [
 """Bottom to top: values and settings; the pure rules and fetching; persistence; what the
 loops share; the loops; the composition root; the edges."""
 
-NEVER = {"app.store": ("app.policy", "app.fetch")}
+NEVER = {"app.store": ("app.policy", "app.content", "app.fetch")}
 """Persistence stores what it is given: it knows neither how a job is fetched nor decided."""
 
 
