@@ -112,6 +112,14 @@ class Blocked:
     """The domain's pause reason."""
 
 
+class CallbackContent(StrEnum):
+    """What a job's callback carries of what it fetched, besides the job (`app.webhooks`)."""
+
+    NONE = "none"
+    TEXT = "text"
+    MARKDOWN = "markdown"
+
+
 @dataclass(frozen=True)
 class NewJob:
     """A job to submit, validated by the caller (the API, the CLI, a benchmark)."""
@@ -124,6 +132,7 @@ class NewJob:
     not_before: datetime | None = None
     metadata: dict[str, Any] | None = None
     callback_url: str | None = None
+    callback_content: CallbackContent = CallbackContent.NONE
     idempotency_key: str | None = None
     fingerprint: str | None = None
     """sha256 of the submitted body, to tell "same request again" from "same key, other body"."""

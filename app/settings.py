@@ -8,6 +8,7 @@ table and .env.example carry, and beside them the checks that tie knobs together
 """
 
 import ipaddress
+import os
 import re
 from typing import Annotated, Any, Literal
 
@@ -60,6 +61,7 @@ DEFAULT_CONTENT_TYPES = (
     "application/json",
     "application/xml",
     "text/xml",
+    "application/pdf",
 )
 
 MIN_LEASE_SECONDS = 0.5
@@ -261,6 +263,29 @@ class Settings(BaseSettings):
     )
     user_agent: str = Field("ingest/0.1", description="User-Agent header of every fetch.")
 
+    # Extraction: main text, Markdown and metadata, in processes of their own (app/fetch/pool.py)
+    extract_processes: int | None = Field(
+        None,
+        ge=0,
+        description="Processes that extract HTML and PDF bodies, per worker (empty: one per "
+        "core); 0 extracts in a thread of the worker, without deadline or memory cap.",
+    )
+    extract_timeout_seconds: float = Field(
+        15.0,
+        gt=0,
+        description="A body not extracted within this has its process killed; the job is "
+        "dead (ExtractionTimeout).",
+    )
+    extract_memory_mb: int = Field(
+        1024,
+        ge=128,
+        description="Address space of each extraction process; a body that needs more makes "
+        "the job dead (ExtractionFailed).",
+    )
+    pdf_max_pages: int = Field(
+        200, ge=1, description="A PDF's pages past this are not read (its page count is kept)."
+    )
+
     # Safe fetching: the SSRF guard (app/guard.py) and what is kept of a fetched body
     allow_private_networks: bool = Field(
         False,
@@ -348,6 +373,13 @@ class Settings(BaseSettings):
         description="Deadline for one callback POST: connect, send and the answer's headers "
         "(its body is never read).",
     )
+    webhook_content_max_bytes: int = Field(
+        1_048_576,
+        ge=1,
+        description="At most this many bytes (UTF-8) of a job's text or Markdown in its "
+        "callback (a job's callback_content); longer is cut on a character boundary and "
+        "says truncated.",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -391,6 +423,16 @@ class Settings(BaseSettings):
     @classmethod
     def _hostnames(cls, value: object) -> object:
         return _hostnames(value)
+
+    @field_validator("extract_processes", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def extraction_processes(self) -> int:
+        """INGEST_EXTRACT_PROCESSES, or one per core when it is not set."""
+        return (os.cpu_count() or 1) if self.extract_processes is None else self.extract_processes
 
     @field_validator("allowed_content_types", mode="before")
     @classmethod

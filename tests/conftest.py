@@ -128,6 +128,10 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
             "worker_concurrency": 8,
             "allow_private_networks": True,  # the test servers are on 127.0.0.1
             "allowed_hostnames": ("ingest",),  # the Host of `running_app`'s client
+            # Extraction in the worker's thread: starting processes for every app would cost
+            # seconds a test. The processes are tested in test_extraction_pool and
+            # test_page_content, and every `ingest` process of the tests starts its own.
+            "extract_processes": 0,
         }
         values.update(overrides)
         return Settings(_env_file=None, **values)

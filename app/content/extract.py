@@ -1,18 +1,30 @@
 """A fetched body's text, Markdown and metadata: `extract` dispatches on its media type.
 
-HTML: the main text (`html`). XML: the text between the tags. JSON must parse, all of it
-(else `UnparseableContent`); its text is itself. Other text types are their own text. HTML
-and XML are read up to PARSE_MAX_CHARS.
+HTML: the main content (`html`, rendered by `render`). PDF: its pages' text (`pdf`). XML:
+the text between the tags. JSON must parse, all of it (else `UnparseableContent`); its text
+is itself, its Markdown a fenced block. Other text types are their own text. A type with no
+text (an image, an archive) gives none. HTML and XML are read up to PARSE_MAX_CHARS.
 """
 
 import html
 import json
 import re
+from dataclasses import dataclass, replace
 
 from app.content.charsets import charset_of, decode
 from app.content.document import Document
-from app.content.html import main_text
-from app.content.types import UnparseableContent, is_html, is_json, is_xml, media_type
+from app.content.html import main_content
+from app.content.pdf import pdf_document
+from app.content.render import render
+from app.content.types import (
+    UnparseableContent,
+    has_text,
+    is_html,
+    is_json,
+    is_pdf,
+    is_xml,
+    media_type,
+)
 from app.model import PageMetadata
 
 PARSE_MAX_CHARS = 2 * 1024 * 1024
@@ -20,20 +32,54 @@ PARSE_MAX_CHARS = 2 * 1024 * 1024
 (10 MiB of tiny elements took ~400 MB and seconds), and real pages are far smaller."""
 
 
-def extract(body: bytes, content_type: str | None) -> Document:
-    """Decode a body and take its text, Markdown and metadata."""
+@dataclass(frozen=True)
+class ExtractionLimits:
+    pdf_max_pages: int = 200
+    """A PDF's pages past this are not read (INGEST_PDF_MAX_PAGES)."""
+
+
+def extract(
+    body: bytes,
+    content_type: str | None,
+    url: str | None = None,
+    limits: ExtractionLimits = ExtractionLimits(),
+) -> Document:
+    """Take a body's text, Markdown and metadata; `url` (the final URL) resolves its links.
+
+    Raises UnparseableContent for JSON or a PDF that does not parse."""
+    media = media_type(content_type)
+    if is_pdf(media):
+        return pdf_document(body, limits.pdf_max_pages)
+    if not has_text(media):
+        return Document(text="", markdown=None, metadata=PageMetadata())
     charset = charset_of(body, content_type)
     text = decode(body, charset.codec)
-    media = media_type(content_type)
-    title = None
+    found = replace(PageMetadata(), charset=charset.codec, charset_source=charset.source)
     if is_html(media):
-        title, text = main_text(text[:PARSE_MAX_CHARS])
-    elif is_json(media):
+        return _html(text[:PARSE_MAX_CHARS], url, found)
+    markdown = text
+    if is_json(media):
         _check_json(text)
+        markdown = _fenced(text, "json")
     elif is_xml(media):
-        text = _xml_text(text[:PARSE_MAX_CHARS])
-    metadata = PageMetadata(title=title, charset=charset.codec, charset_source=charset.source)
-    return Document(text=text, markdown=text, metadata=metadata)
+        text = markdown = _xml_text(text[:PARSE_MAX_CHARS])
+    return Document(text=text, markdown=markdown, metadata=found)
+
+
+def _html(document: str, url: str | None, found: PageMetadata) -> Document:
+    main = main_content(document, url)
+    metadata = replace(main.metadata, charset=found.charset, charset_source=found.charset_source)
+    if main.body is None:
+        return Document(text="", markdown="", metadata=metadata)
+    rendered = render(main.body)
+    return Document(text=rendered.text, markdown=rendered.markdown, metadata=metadata)
+
+
+def _fenced(text: str, language: str) -> str:
+    """`text` as a fenced code block, its fence longer than any run of backticks inside."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
 
 
 def _drop(_: object) -> None:

@@ -12,7 +12,9 @@ fatal, and named:
 - BodyTooLarge: more than INGEST_MAX_BODY_BYTES once decoded, counted while streaming.
 - HeadersTooLarge: response headers past h11's 100 KiB.
 - DecodingError: a gzip or deflate body that does not inflate.
-- UnparseableContent: JSON that does not parse (`app.content`).
+- UnparseableContent: JSON or a PDF that does not parse (`app.content`).
+- ExtractionTimeout, ExtractionFailed: a body that took too long or too much memory to
+  extract (`app.fetch.pool`).
 
 Everything else is classified by `app.policy`. The fetcher keeps no state about jobs and
 never sleeps for backoff.
@@ -36,15 +38,13 @@ import hashlib
 import tempfile
 import zlib
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
 import h11
 import httpx
 
-from app.content.document import Document
-from app.content.extract import extract
+from app.content.extract import ExtractionLimits
 from app.content.types import UnparseableContent, header_charset, is_allowed_type, media_type
 from app.fetch.decoding import ACCEPT_ENCODING, Inflater, codings
 from app.fetch.guard import (
@@ -55,14 +55,12 @@ from app.fetch.guard import (
     no_cookies,
     system_resolver,
 )
+from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout, PoolSettings
 from app.model import ErrorKind, Failure, Fetched
 from app.policy import classify_exception, classify_status
 from app.settings import Settings
 
 SPOOL_BYTES = 1024 * 1024
-INLINE_PARSE_BYTES = 16 * 1024
-"""Bodies up to this size are parsed on the event loop (well under a millisecond, measured);
-larger ones in the parser thread, so a big page never holds the loop."""
 CONTENT_TYPE_MAX_CHARS = 255
 """The jobs table's limit; a longer Content-Type is cut to its media type and charset."""
 
@@ -145,9 +143,14 @@ class Fetcher:
                 for size in pool_sizes(settings.worker_concurrency)
             ]
         self._busy = [0] * len(self.clients)
-        # One parse at a time per process, always on the same thread: a large page parses
-        # into many times its size, and every new thread would keep a malloc arena of its own.
-        self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-parse")
+        self.extraction = ExtractionPool(
+            PoolSettings(
+                processes=settings.extraction_processes,
+                timeout_seconds=settings.extract_timeout_seconds,
+                memory_mb=settings.extract_memory_mb,
+                limits=ExtractionLimits(pdf_max_pages=settings.pdf_max_pages),
+            )
+        )
 
     def _client(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
         settings = self.settings
@@ -282,19 +285,17 @@ class Fetcher:
         return None
 
     async def _extract(self, fetched: _Body) -> Fetched | Failure:
-        # Small bodies parse on the loop: a thread's round trip would cost more than the
-        # parse. Larger ones stay spooled until the parser thread's turn, so bodies waiting
-        # there cost little memory.
         with fetched.spool as spool:
-            try:
-                if spool.tell() <= INLINE_PARSE_BYTES:
-                    body, extracted = _read_and_extract(spool, fetched.content_type)
-                else:
-                    body, extracted = await asyncio.get_running_loop().run_in_executor(
-                        self._parser, _read_and_extract, spool, fetched.content_type
-                    )
-            except UnparseableContent as exc:
-                return _fatal("UnparseableContent", str(exc))
+            spool.seek(0)
+            body = spool.read()
+        try:
+            extracted = await self.extraction.extract(body, fetched.content_type, fetched.final_url)
+        except UnparseableContent as exc:
+            return _fatal("UnparseableContent", str(exc))
+        except ExtractionTimeout as exc:
+            return _fatal("ExtractionTimeout", str(exc))
+        except ExtractionFailed as exc:
+            return _fatal("ExtractionFailed", str(exc))
         return Fetched(
             http_status=fetched.http_status,
             final_url=fetched.final_url,
@@ -312,13 +313,7 @@ class Fetcher:
     async def aclose(self) -> None:
         for client in self.clients:
             await client.aclose()
-        self._parser.shutdown(wait=False, cancel_futures=True)
-
-
-def _read_and_extract(spool: IO[bytes], content_type: str | None) -> tuple[bytes, Document]:
-    spool.seek(0)
-    body = spool.read()
-    return body, extract(body, content_type)
+        self.extraction.close()
 
 
 def _too_large(limit: int) -> Failure:

@@ -1,21 +1,16 @@
-"""app.content: media types, charset choice, title and main text, JSON checks."""
+"""app.content: media types, title and main text, JSON checks (charsets: test_charsets)."""
 
-import codecs
+from pathlib import Path
 
 import pytest
 
-from app.content.charsets import charset_of as charset_choice
-from app.content.charsets import codec
+from app.content.charsets import charset_of, decode
 from app.content.extract import PARSE_MAX_CHARS, extract
-from app.content.html import TITLE_MAX_CHARS
-from app.content.types import UnparseableContent, header_charset, is_allowed_type, media_type
+from app.content.metadata import FIELD_MAX_CHARS as TITLE_MAX_CHARS
+from app.content.types import UnparseableContent, is_allowed_type, media_type
 from app.settings import DEFAULT_CONTENT_TYPES
 
 HTML = "text/html"
-
-
-def charset_of(body: bytes, content_type: str | None) -> str:
-    return charset_choice(body, content_type).codec
 
 
 # ---- media types --------------------------------------------------------------------------
@@ -45,7 +40,7 @@ def test_media_type(content_type: str | None, media: str) -> None:
         ("text/markdown", True),
         ("application/octet-stream", False),
         ("image/png", False),
-        ("application/pdf", False),
+        ("application/pdf", True),
         ("text/htmlx", False),
         ("text/csv", False),
         ("", False),
@@ -63,142 +58,6 @@ def test_wildcard_admits_a_whole_type() -> None:
         is_allowed_type("text/csv", allowed),
         is_allowed_type("application/csv", allowed),
     )
-
-
-# ---- charsets -----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("content_type", "charset"),
-    [
-        ("text/html; charset=utf-8", "utf-8"),
-        ('text/html; charset="ISO-8859-1"', "ISO-8859-1"),
-        ("text/html; format=flowed; Charset=koi8-r", "koi8-r"),
-        ("text/html", None),
-        ("text/html; charset=", None),
-        (None, None),
-    ],
-)
-def test_header_charset(content_type: str | None, charset: str | None) -> None:
-    """The charset parameter, unquoted; None when absent or empty."""
-    assert charset == header_charset(content_type)
-
-
-@pytest.mark.parametrize(
-    ("label", "name"),
-    [
-        ("utf-8", "utf-8"),
-        ("UTF8", "utf-8"),
-        ("koi8-r", "koi8-r"),
-        ("ISO-8859-1", "cp1252"),  # what the web means by it (WHATWG)
-        ("us-ascii", "cp1252"),
-        ("shift_jis", "shift_jis"),
-        ("x-no-such-charset", None),
-        ("", None),
-        ("base64", None),
-        ("rot13", None),
-        ("zlib", None),
-        ("idna", None),
-        ("punycode", None),
-        ("undefined", None),
-        ("utf-8\x00", None),
-        (None, None),
-        ("latin5", "iso8859-9"),
-        ("ms932", "cp932"),
-        ("x-mac-cyrillic", None),  # a web encoding's label that Python does not know
-        ("utf-7", None),
-        ("UTF7", None),
-        ("hz-gb-2312", None),
-        ("iso-2022-kr", None),
-        ("cp037", None),
-        ("utf-32", None),
-        ("cp850", None),
-    ],
-)
-def test_codec(label: str | None, name: str | None) -> None:
-    """Labels of the web's encodings map to Python codecs; any other label (no text charset,
-    or one that no web encoding is) maps to None."""
-    assert name == codec(label)
-
-
-@pytest.mark.parametrize(
-    "content_type",
-    [
-        "text/plain; charset=utf-7",
-        "text/plain; charset=hz",
-        "text/plain; charset=cp037",
-        "text/plain; charset=iso-2022-kr",
-    ],
-)
-def test_a_charset_that_is_no_web_encoding_is_ignored(content_type: str) -> None:
-    """Declared UTF-7, HZ, EBCDIC or ISO-2022-KR is not believed: detection decides (UTF-8
-    here), so UTF-7's `+2AA-` stays as it is, not a lone surrogate."""
-    extracted = extract(b"+2AA- ~{<:Ky2;S{#,~}", content_type)
-    assert ("utf-8", "+2AA- ~{<:Ky2;S{#,~}") == (extracted.metadata.charset, extracted.text)
-
-
-def test_a_meta_charset_that_is_no_web_encoding_is_ignored() -> None:
-    """<meta charset="utf-7"> is not believed either."""
-    body = b'<meta charset="utf-7"><title>+2AA-</title>'
-    extracted = extract(body, HTML)
-    assert ("utf-8", "+2AA-") == (extracted.metadata.charset, extracted.metadata.title)
-
-
-def test_bom_wins_over_the_header() -> None:
-    """A byte-order mark decides, whatever the header says."""
-    body = codecs.BOM_UTF16_LE + "<title>café</title>".encode("utf-16-le")
-    assert "utf-16" == charset_of(body, "text/html; charset=iso-8859-1")
-
-
-def test_header_wins_over_meta() -> None:
-    """The Content-Type charset comes before a <meta charset>."""
-    body = b'<meta charset="koi8-r"><title>x</title>'
-    assert "shift_jis" == charset_of(body, "text/html; charset=shift_jis")
-
-
-@pytest.mark.parametrize(
-    "head",
-    [
-        b'<meta charset="windows-1251">',
-        b"<META CHARSET=windows-1251>",
-        b'<meta http-equiv="Content-Type" content="text/html; charset=windows-1251">',
-    ],
-)
-def test_meta_charset_when_the_header_has_none(head: bytes) -> None:
-    """Without a header charset, <meta charset> or its http-equiv form decides."""
-    assert "cp1251" == charset_of(head + b"<title>x</title>", HTML)
-
-
-def test_meta_after_the_first_1024_bytes_is_not_read() -> None:
-    """Like browsers, only the first 1024 bytes are searched for <meta charset>."""
-    body = b" " * 1024 + b'<meta charset="koi8-r">'
-    assert "utf-8" == charset_of(body, HTML)
-
-
-def test_unusable_header_charset_falls_through_to_meta() -> None:
-    """A header charset Python cannot use is skipped, not fatal."""
-    assert "cp1251" == charset_of(b'<meta charset="windows-1251">', "text/html; charset=bogus")
-
-
-def test_xml_declaration() -> None:
-    """XML without a header charset uses its declaration's encoding."""
-    body = b'<?xml version="1.0" encoding="koi8-r"?><a/>'
-    assert "koi8-r" == charset_of(body, "application/xml")
-
-
-@pytest.mark.parametrize("encoding", ["koi8-r", "cp1251"])
-def test_detection_when_nothing_is_declared(encoding: str) -> None:
-    """Undeclared, non-UTF-8 text is detected (charset-normalizer)."""
-    text = (
-        "Привет, как дела? Это тест на кодировку. Мы пишем длинный текст, чтобы детектор "
-        "мог понять, какая кодировка используется в документе. Москва - столица России. "
-    ) * 3
-    assert codec(encoding) == charset_of(text.encode(encoding), "text/plain")
-
-
-def test_valid_utf8_is_utf8() -> None:
-    """Undeclared bytes that are valid UTF-8 are UTF-8."""
-    assert "utf-8" == charset_of("naïve café".encode(), "text/plain")
 
 
 # ---- titles -------------------------------------------------------------------------------
@@ -259,34 +118,56 @@ def test_only_html_has_a_title(content_type: str | None) -> None:
 # ---- main text ----------------------------------------------------------------------------
 
 
-PAGE = """<!doctype html><html><head><title>The page</title>
-<style>body { color: red }</style><script>var tracking = 1;</script></head>
-<body><header>Site name</header><nav><a href="/">Home</a> <a href="/a">About</a></nav>
-<main><h1>Heading</h1><p>First <b>bold</b> paragraph.</p><div>Second<br>line</div>
-<ul><li>one</li><li>two</li></ul><form><button>Subscribe</button></form></main>
-<aside>Related links</aside><footer>(c) 2026</footer><noscript>enable js</noscript>
-</body></html>"""
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def test_main_text_of_html() -> None:
-    """Main text: one line per block, without scripts, styles, navigation, chrome or forms."""
-    expected = "Heading\nFirst bold paragraph.\nSecond\nline\none\ntwo"
-    assert ("The page", expected) == (
-        extract(PAGE.encode(), HTML).metadata.title,
-        extract(PAGE.encode(), HTML).text,
+def page(name: str) -> str:
+    """The main text of the hand-written page tests/data/NAME.html."""
+    return extract((DATA / f"{name}.html").read_bytes(), HTML, url="https://courier.example/").text
+
+
+def test_an_articles_main_text_is_the_story_alone() -> None:
+    """A news article's text keeps its headline, paragraphs and list, in order, and drops the
+    site's chrome, the share links, the advert, the tags, the comments and the sidebar."""
+    text = page("article")
+    kept = [
+        "Harbour town votes to keep its tidal mill",
+        "Residents of Brackwater voted on Saturday",
+        "What happens next",
+        "2027: repairs to the sluice gates and the mill pond",
+        "the highest for a local ballot in the town's history.",
+    ]
+    dropped = [
+        "Your harbour, your news",
+        "Share on Facebook",
+        "Advertisement",
+        "Tags:",
+        "seagull_watcher",
+        "My grandfather worked at that mill",
+        "Post comment",
+        "Most read",
+        "Ferry timetable",
+        "All rights reserved",
+        "Subscribe",
+    ]
+    positions = [text.find(snippet) for snippet in kept]
+    assert ([], sorted(positions)) == (
+        [snippet for snippet in dropped if snippet in text],
+        positions,
     )
+    assert -1 not in positions
 
 
-def test_without_main_the_body_is_the_main_text() -> None:
-    """No <main>: the body's text, chrome removed."""
-    body = b"<body><nav>menu</nav><p>Only this.</p><footer>foot</footer></body>"
-    assert "Only this." == extract(body, HTML).text
-
-
-def test_single_article_is_the_main_text() -> None:
-    """Without <main>, a page's only <article> is its main text."""
-    body = b"<body><div>sidebar text</div><article><p>The story.</p></article></body>"
-    assert "The story." == extract(body, HTML).text
+def test_a_docs_pages_main_text_drops_its_navigation() -> None:
+    """A documentation page keeps its prose, code and table and drops the sidebar and footer."""
+    text = page("docs")
+    assert (True, True, True, False, False) == (
+        "tidelog reads its settings from TOML files." in text,
+        "merged.update(load_config(path))" in text,
+        "Rotated files kept before the oldest is deleted" in text,
+        "Table of contents" in text,
+        "Created using Sphinx" in text,
+    )
 
 
 def test_html_is_decoded_with_its_meta_charset() -> None:
@@ -331,9 +212,8 @@ def test_xml_text_is_between_the_tags() -> None:
 )
 def test_json_that_parses(body: bytes) -> None:
     """Valid JSON is kept, its text being the document itself."""
-    assert (
-        body.decode(charset_of(body, "application/json")) == extract(body, "application/json").text
-    )
+    charset = charset_of(body, "application/json").codec
+    assert decode(body, charset) == extract(body, "application/json").text
 
 
 @pytest.mark.parametrize(
@@ -370,3 +250,23 @@ def test_html_is_parsed_for_text_up_to_the_parse_limit() -> None:
     body = b"<title>T</title><p>early</p>" + b" " * PARSE_MAX_CHARS + b"<p>late</p>"
     extracted = extract(body, HTML)
     assert ("T", "early") == (extracted.metadata.title, extracted.text)
+
+
+@pytest.mark.parametrize(
+    ("document", "text"),
+    [
+        (b"<title>T</title><main>Body text</main>", "Body text"),
+        (b"<title>T</title><section><p>A paragraph.</p></section>", "A paragraph."),
+        (b"<p>Only a fragment.</p>", "Only a fragment."),
+    ],
+)
+def test_a_page_without_body_has_its_text(document: bytes, text: str) -> None:
+    """A page with no <body> (libxml2 would put an HTML5 <main> into <head>) or a bare
+    fragment still gives its text, as a browser shows it."""
+    assert text == extract(document, HTML).text
+
+
+def test_an_empty_page_has_no_text() -> None:
+    """A page of nothing, or of a title alone, has empty text and Markdown, not a failure."""
+    documents = [extract(body, HTML) for body in (b"", b"  \n", b"<title>only</title>")]
+    assert [("", "")] * 3 == [(d.text, d.markdown) for d in documents]

@@ -133,7 +133,7 @@ async def test_success_without_html_has_no_title() -> None:
         text_length=len(body),
         body=body,
         text=body.decode(),
-        markdown=body.decode(),
+        markdown=f"```json\n{body.decode()}\n```",
         metadata=PageMetadata(charset="utf-8", charset_source="detected"),
     )
     assert expected == result
@@ -602,7 +602,7 @@ async def test_content_length_over_the_cap_is_refused_unread() -> None:
 
 
 @pytest.mark.parametrize(
-    "content_type", ["application/octet-stream", "image/png", "application/pdf", None]
+    "content_type", ["application/octet-stream", "image/png", "application/zip", None]
 )
 async def test_content_type_outside_the_allow_list_is_refused_unread(
     content_type: str | None,

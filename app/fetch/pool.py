@@ -1,0 +1,151 @@
+"""The extraction processes: where a fetched body becomes a `Document`, off the event loop.
+
+A good extractor costs many times a small page's fetch (trafilatura: ~10-30 ms a page, a
+PDF more), and it is Python: on the worker's loop it would stall every fetch, in a thread
+it would hold the interpreter lock. So bodies go to a pool of processes
+(INGEST_EXTRACT_PROCESSES, by default one per core), each bounded:
+
+- time: a body not done within INGEST_EXTRACT_TIMEOUT_SECONDS has its process killed and
+  fails `ExtractionTimeout` (fatal: the same body would take as long again);
+- memory: each process's address space is capped (RLIMIT_AS, INGEST_EXTRACT_MEMORY_MB), so
+  a compression bomb in a PDF or a parse that explodes ends the process (or raises
+  MemoryError in it) and the body fails `ExtractionFailed`, without touching the worker;
+- age: a process is replaced after TASKS_PER_PROCESS bodies, so fragmentation and caches
+  (lxml's, trafilatura's) never accumulate.
+
+The processes start on first use (`forkserver`: a clean process that has imported the
+extractors once, so a new one starts in milliseconds and inherits no sockets or threads of
+the worker). Bodies of types that need no extractor (plain text, JSON, XML) are read where
+they are, in the fetcher's parser thread: a round trip to a process costs more than they do.
+INGEST_EXTRACT_PROCESSES=0 extracts everything in that thread (no deadline, no memory cap:
+for tests and the smallest set-ups).
+"""
+
+import asyncio
+import logging
+import multiprocessing
+import resource
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from pebble import ProcessExpired, ProcessPool
+
+from app.content.document import Document
+from app.content.extract import ExtractionLimits, extract
+from app.content.types import is_html, is_pdf, media_type
+
+log = logging.getLogger(__name__)
+
+TASKS_PER_PROCESS = 1000
+
+
+class ExtractionTimeout(Exception):
+    """The body was not extracted within INGEST_EXTRACT_TIMEOUT_SECONDS."""
+
+
+class ExtractionFailed(Exception):
+    """The extraction process died (out of memory, a crash in a native parser)."""
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    processes: int
+    timeout_seconds: float
+    memory_mb: int
+    limits: ExtractionLimits
+
+
+def needs_process(content_type: str | None) -> bool:
+    """Whether a body of this type goes to the processes: HTML and PDF need an extractor."""
+    media = media_type(content_type)
+    return is_html(media) or is_pdf(media)
+
+
+def _start_process(memory_mb: int) -> None:
+    """In each new process: the memory cap, before the first body."""
+    limit = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _extract_in_process(
+    body: bytes, content_type: str | None, url: str | None, limits: ExtractionLimits
+) -> Document:
+    return extract(body, content_type, url=url, limits=limits)
+
+
+class ExtractionPool:
+    def __init__(self, settings: PoolSettings) -> None:
+        self.settings = settings
+        self._pool: ProcessPool | None = None
+        # One parse at a time on the same thread: a large body parses into many times its
+        # size, and every new thread would keep a malloc arena of its own.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-parse")
+
+    async def extract(self, body: bytes, content_type: str | None, url: str | None) -> Document:
+        """The body's Document; raises UnparseableContent, ExtractionTimeout, ExtractionFailed."""
+        settings = self.settings
+        loop = asyncio.get_running_loop()
+        if settings.processes == 0 or not needs_process(content_type):
+            return await loop.run_in_executor(
+                self._thread, _extract_in_process, body, content_type, url, settings.limits
+            )
+        future = self._processes().schedule(
+            _extract_in_process,
+            args=(body, content_type, url, settings.limits),
+            timeout=settings.timeout_seconds,
+        )
+        try:
+            document: Document = await asyncio.wrap_future(future)
+        except FutureTimeout:
+            raise ExtractionTimeout(
+                f"not extracted within {settings.timeout_seconds:g}s"
+                " (INGEST_EXTRACT_TIMEOUT_SECONDS)"
+            ) from None
+        except MemoryError:
+            raise ExtractionFailed(
+                f"extraction ran out of memory ({settings.memory_mb} MB, INGEST_EXTRACT_MEMORY_MB)"
+            ) from None
+        except ProcessExpired as exc:
+            raise ExtractionFailed(
+                f"the extraction process died (exit code {exc.exitcode}): out of memory"
+                f" ({settings.memory_mb} MB, INGEST_EXTRACT_MEMORY_MB) or a crash"
+            ) from None
+        except BrokenProcessPool:  # every process died at once: started again on next use
+            raise ExtractionFailed("the extraction processes died") from None
+        except asyncio.CancelledError:
+            future.cancel()  # type: ignore[no-untyped-call]
+            raise
+        return document
+
+    def _processes(self) -> ProcessPool:
+        """The pool, started on first use, and again if it broke."""
+        if self._pool is None or not self._pool.active:
+            if self._pool is not None:
+                log.warning("extraction processes stopped; starting them again")
+            self._pool = ProcessPool(
+                max_workers=self.settings.processes,
+                max_tasks=TASKS_PER_PROCESS,
+                initializer=_start_process,
+                initargs=(self.settings.memory_mb,),
+                context=_CONTEXT,
+            )
+        return self._pool
+
+    def warm(self) -> None:
+        """Start the processes now, not on the first body (benchmarks, a worker's start)."""
+        if self.settings.processes > 0:
+            self._processes()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.stop()  # type: ignore[no-untyped-call]
+            self._pool.join(timeout=5)
+            self._pool = None
+        self._thread.shutdown(wait=False, cancel_futures=True)
+
+
+_CONTEXT = multiprocessing.get_context("forkserver")
+# The forkserver imports the extractors once; every process forked from it has them loaded.
+_CONTEXT.set_forkserver_preload(["app.content.extract"])

@@ -1,0 +1,97 @@
+"""app.fetch.pool: bodies extracted in processes, within a deadline and a memory cap, and a
+pool that outlives a process it lost."""
+
+import asyncio
+import time
+
+import pytest
+
+from app.content.extract import ExtractionLimits, extract
+from app.content.types import UnparseableContent
+from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout, PoolSettings
+from tests import pdfs
+
+PAGE = (
+    b"<html><head><title>Pool</title></head><body><article><h1>Heading</h1>"
+    + b"<p>A paragraph long enough to be the main text of this small page, surely.</p>" * 5
+    + b"</article></body></html>"
+)
+
+
+def pool(timeout: float = 30.0, memory_mb: int = 1024, processes: int = 1) -> ExtractionPool:
+    return ExtractionPool(PoolSettings(processes, timeout, memory_mb, ExtractionLimits(50)))
+
+
+async def test_a_page_extracted_in_a_process_equals_one_extracted_here() -> None:
+    """The pool's Document is the same as extract's here, and the processes were started."""
+    extraction = pool()
+    try:
+        document = await extraction.extract(PAGE, "text/html", "https://example.test/")
+        started = extraction._pool is not None
+    finally:
+        extraction.close()
+    assert (extract(PAGE, "text/html", url="https://example.test/"), True) == (document, started)
+
+
+async def test_a_pdf_failure_crosses_the_process_boundary() -> None:
+    """A body that does not parse raises UnparseableContent in the caller, not a pool error."""
+    extraction = pool()
+    try:
+        with pytest.raises(UnparseableContent):
+            await extraction.extract(b"%PDF-1.7 not really", "application/pdf", None)
+    finally:
+        extraction.close()
+
+
+async def test_a_body_past_its_deadline_is_killed_and_the_pool_goes_on() -> None:
+    """A compression bomb that would take seconds ends ExtractionTimeout at the deadline, and
+    the next body is extracted by a new process."""
+    extraction = pool(timeout=0.5)
+    try:
+        start = time.monotonic()
+        with pytest.raises((ExtractionTimeout, ExtractionFailed)):
+            await extraction.extract(pdfs.compression_bomb_pdf(), "application/pdf", None)
+        elapsed = time.monotonic() - start
+        document = await extraction.extract(PAGE, "text/html", None)
+    finally:
+        extraction.close()
+    assert (True, "Pool") == (elapsed < 10, document.metadata.title)
+
+
+async def test_a_body_that_needs_more_memory_than_the_cap_fails_without_harm() -> None:
+    """Under a 256 MB cap, a PDF that inflates to 1 GiB ends its process (ExtractionFailed),
+    within the deadline, and the pool extracts the next body."""
+    extraction = pool(timeout=60, memory_mb=256)
+    try:
+        start = time.monotonic()
+        with pytest.raises(ExtractionFailed):
+            await extraction.extract(pdfs.compression_bomb_pdf(), "application/pdf", None)
+        elapsed = time.monotonic() - start
+        document = await extraction.extract(PAGE, "text/html", None)
+    finally:
+        extraction.close()
+    assert (True, "Pool") == (elapsed < 60, document.metadata.title)
+
+
+async def test_types_without_an_extractor_stay_in_the_thread() -> None:
+    """Plain text and JSON are read in the worker's thread: the pool never starts for them."""
+    extraction = pool()
+    try:
+        document = await extraction.extract(b'{"a": 1}', "application/json", None)
+        started = extraction._pool is not None
+    finally:
+        extraction.close()
+    assert ('{"a": 1}', False) == (document.text, started)
+
+
+async def test_many_bodies_at_once_all_come_back() -> None:
+    """Fifty bodies in flight at once over two processes: each gets its own Document."""
+    extraction = pool(processes=2)
+    pages = [PAGE.replace(b"Pool", f"Page {n}".encode()) for n in range(50)]
+    try:
+        documents = await asyncio.gather(
+            *(extraction.extract(page, "text/html", None) for page in pages)
+        )
+    finally:
+        extraction.close()
+    assert [f"Page {n}" for n in range(50)] == [d.metadata.title for d in documents]
