@@ -157,7 +157,12 @@ class Runtime:
             queue = Queue(beside, settings)
             runtime.worker = Worker(queue, runtime.fetcher, settings, clock, wakeup=wakeup)
             runtime.deliverer = Deliverer(
-                DeliveryStore(beside), JobStore(beside, clock), settings, clock, resolver
+                DeliveryStore(beside),
+                JobStore(beside, clock),
+                ContentStore(beside),
+                settings,
+                clock,
+                resolver,
             )
         return runtime
 

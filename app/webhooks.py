@@ -6,6 +6,10 @@ transaction that finishes the job (`app.store.deliveries.owe`), so none is lost 
 a POST may be repeated (a sender that dies after the answer), so receivers de-duplicate
 on the job id and event.
 
+The body is `{"event": ..., "job": <the job as GET /jobs/{id} answers it>}`; a job submitted
+with `callback_content` text or markdown adds `"content": {"format", "text", "truncated"}`
+(null when the job has none), its text cut to INGEST_WEBHOOK_CONTENT_MAX_BYTES.
+
 Failures are classified with the fetches' machinery (`app.policy.classify_exception`,
 `classify_status`) and retried when `app.policy.delivery_retry_at` says (the same backoff
 settings); fatal answers (4xx, a blocked address) end the delivery at once. Only an
@@ -28,6 +32,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -43,16 +48,26 @@ from app.fetch.guard import (
     system_resolver,
 )
 from app.loop import Loop, Wakeup
-from app.model import ClaimedDelivery, ErrorKind, Failure
+from app.model import CallbackContent, ClaimedDelivery, ErrorKind, Failure
 from app.settings import Settings
 from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobNotFound, JobStore
-from app.wire import JobOut
+from app.store.reads import ContentStore, Part
+from app.wire import JobOut, missing_content
 
 log = logging.getLogger("ingest.webhooks")
 
 BATCH = 16
 """Deliveries claimed, and POSTed concurrently, at a time."""
+
+
+def cut(text: str, max_bytes: int) -> tuple[str, bool]:
+    """`text` cut to at most `max_bytes` of UTF-8 on a character boundary, and whether it
+    was cut. The text is storable, so it encodes; a character cut in half is dropped."""
+    encoded = text.encode()
+    if len(encoded) <= max_bytes:
+        return text, False
+    return encoded[:max_bytes].decode(errors="ignore"), True
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -66,6 +81,7 @@ class Deliverer:
         self,
         deliveries: DeliveryStore,
         jobs: JobStore,
+        contents: ContentStore,
         settings: Settings,
         clock: Clock,
         resolver: Resolver = system_resolver,
@@ -74,6 +90,7 @@ class Deliverer:
     ) -> None:
         self.deliveries = deliveries
         self.jobs = jobs
+        self.contents = contents
         self.settings = settings
         self.clock = clock
         self.rand = rand
@@ -123,10 +140,13 @@ class Deliverer:
             job = await self.jobs.get(claimed.job_id)
         except JobNotFound:  # deleted meanwhile; its deliveries went with it
             return
-        body = json.dumps(
-            {"event": claimed.event, "job": JobOut.of(job).model_dump(mode="json")},
-            separators=(",", ":"),
-        ).encode()
+        payload: dict[str, Any] = {
+            "event": claimed.event,
+            "job": JobOut.of(job).model_dump(mode="json"),
+        }
+        if job.callback_content is not None:
+            payload["content"] = await self._content(job.id, CallbackContent(job.callback_content))
+        body = json.dumps(payload, separators=(",", ":")).encode()
         started = time.perf_counter()
         failure = await self._post(claimed.url, body)
         duration_ms = int((time.perf_counter() - started) * 1000)
@@ -143,6 +163,17 @@ class Deliverer:
             failure, retry_at = policy.unexpected(exc), None
         await self.deliveries.failed(claimed, failure, now, retry_at)
         events.delivery_failed(claimed, failure, retry_at, duration_ms)
+
+    async def _content(self, job_id: str, chosen: CallbackContent) -> dict[str, Any] | None:
+        """The `content` of a callback that asked for `chosen`: null when the job has none
+        (it died, or fetched a type with no text, or no Markdown was kept)."""
+        part: Part = "markdown" if chosen is CallbackContent.MARKDOWN else "text"
+        stored = await self.contents.get(job_id, part=part)
+        if stored.status is None or missing_content(job_id, stored, part) is not None:
+            return None
+        assert isinstance(stored.data, str)
+        text, truncated = cut(stored.data, self.settings.webhook_content_max_bytes)
+        return {"format": chosen.value, "text": text, "truncated": truncated}
 
     async def _post(self, url: str, body: bytes) -> Failure | None:
         timestamp = str(int(self.clock().timestamp()))

@@ -1,5 +1,6 @@
 """What the service says about its jobs to the outside: the JSON of a job, an attempt, the
-counts and a worker, one shape for the API, the CLI's `--json` and the webhooks' bodies.
+counts and a worker, one shape for the API, the CLI's `--json` and the webhooks' bodies;
+and why a job has no content to show, in the API's and the CLI's same words.
 
 Built from the store's rows (`JobOut.of(job)`); timestamps are ISO-8601 UTC.
 """
@@ -9,10 +10,38 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.model import AttemptOutcome, Blocked, BlockReason, DeadReason, ErrorKind, JobStatus
+from app.content.types import has_text, media_type
+from app.model import (
+    AttemptOutcome,
+    Blocked,
+    BlockReason,
+    CallbackContent,
+    DeadReason,
+    ErrorKind,
+    JobStatus,
+)
 from app.store.jobs import Stats
+from app.store.reads import Content, Part
 from app.store.tables import Attempt, Job
 from app.store.workers import WorkerSeen, WorkerState
+from app.strings import shown
+
+
+def missing_content(job_id: str, content: Content, part: Part) -> str | None:
+    """Why the job (which exists) has no `part` to serve, or None if it has one. The text
+    and the Markdown of a type with no text (an image, an archive) are missing, whatever
+    the row holds: the body is all there is."""
+    if part != "content" and content.stored:
+        media = media_type(content.content_type)
+        if not has_text(media):
+            return f"job {job_id} fetched {media}, which has no text"
+    if content.data is not None:
+        return None
+    if content.status != JobStatus.SUCCEEDED:
+        return f"job {job_id} is {content.status}; content exists once it succeeded"
+    if part == "markdown" and content.stored:
+        return f"no Markdown stored for job {job_id} (fetched before Markdown was kept)"
+    return f"job {job_id} succeeded but has no stored content"
 
 
 class ErrorOut(BaseModel):
@@ -23,6 +52,43 @@ class ErrorOut(BaseModel):
     at: datetime
 
 
+class PageMetadataOut(BaseModel):
+    """What the fetched page says about itself (`app.model.PageMetadata`)."""
+
+    title: str | None = Field(description="The page's title (meta tags, Open Graph, a PDF's info).")
+    description: str | None = Field(description="Its summary, as the page gives one.")
+    authors: list[str] = Field(description="Its authors, as the page names them.")
+    published: str | None = Field(
+        description="When it was published: ISO 8601, a date or a date and time, as precise "
+        "as the page says."
+    )
+    modified: str | None = Field(description="When it was last changed, as `published`.")
+    language: str | None = Field(description="A BCP 47 tag as the page declares it (`pt-BR`).")
+    canonical_url: str | None = Field(description="The URL the page names as its own.")
+    site_name: str | None = Field(description="The site it belongs to, as it names it.")
+    image: str | None = Field(description="The URL of the image that stands for it.")
+    keywords: list[str] = Field(description="Its keywords.")
+    page_count: int | None = Field(description="A PDF's pages; null for other types.")
+    charset: str | None = Field(
+        description="The codec its text was decoded with (null for a PDF, which is no text)."
+    )
+    charset_source: str | None = Field(
+        description="How that charset was chosen: `bom`, `header`, `meta`, `detected` or `default`."
+    )
+
+    @classmethod
+    def of(cls, stored: dict[str, Any]) -> "PageMetadataOut":
+        """From `jobs.result_metadata`: fields it lacks are empty, ones it does not know
+        are left out (a row written by a newer version)."""
+        values = shown(stored)
+        return cls(
+            **{
+                name: values.get(name, [] if name in ("authors", "keywords") else None)
+                for name in cls.model_fields
+            }
+        )
+
+
 class ResultOut(BaseModel):
     http_status: int
     final_url: str | None
@@ -31,6 +97,9 @@ class ResultOut(BaseModel):
     sha256: str | None
     title: str | None
     text_length: int | None = Field(description="Characters of the extracted main text.")
+    metadata: PageMetadataOut | None = Field(
+        description="What the page says about itself; null for a job fetched before it was kept."
+    )
 
 
 class BlockedOut(BaseModel):
@@ -74,6 +143,9 @@ class JobOut(BaseModel):
     result: ResultOut | None
     metadata: dict[str, Any] | None
     callback_url: str | None
+    callback_content: CallbackContent = Field(
+        description="What the callback carries of the content besides the job."
+    )
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None
@@ -100,6 +172,9 @@ class JobOut(BaseModel):
                 sha256=job.result_sha256,
                 title=job.result_title,
                 text_length=job.result_text_length,
+                metadata=(
+                    None if job.result_metadata is None else PageMetadataOut.of(job.result_metadata)
+                ),
             )
         return cls(
             id=job.id,
@@ -118,6 +193,7 @@ class JobOut(BaseModel):
             result=result,
             metadata=job.meta,
             callback_url=job.callback_url,
+            callback_content=CallbackContent(job.callback_content or CallbackContent.NONE),
             created_at=job.created_at,
             updated_at=job.updated_at,
             started_at=job.started_at,

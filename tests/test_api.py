@@ -59,6 +59,7 @@ async def test_submit_returns_the_pending_job(client):
         "result": None,
         "metadata": {"k": [1]},
         "callback_url": None,
+        "callback_content": "none",
     } == {k: job[k] for k in job if not k.endswith("_at") and k != "id"}
     assert job["created_at"].endswith("Z")
     assert job == (await client.get(f"/jobs/{job['id']}")).json()

@@ -335,7 +335,7 @@ async def test_a_batch_stores_what_the_remote_side_sent_even_unstorable(store):
 
     shown = "x\ufffdy\ufffd"
     a, b = await jobs.get(ok.id), await jobs.get(bad.id)
-    content = await ContentStore(jobs.db).get(ok.id, text=True)
+    content = await ContentStore(jobs.db).get(ok.id, part="text")
     (attempt,) = await jobs.attempts(bad.id)
     assert 2 == len(recorded.outcomes)
     assert (JobStatus.SUCCEEDED, f"http://a.test/{shown}", f"text/plain; {shown}", shown, 4) == (

@@ -16,6 +16,7 @@ from app.store.database import Database
 from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobStore
 from app.store.queue import Queue
+from app.webhooks import cut
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.outcomes import take_back_expired
 from tests.receivers import Receiver
@@ -238,3 +239,78 @@ async def test_silent_receiver_fails_transient_within_the_deadline(make_settings
     )
     [(asked_at, _)] = receiver.requests
     assert receiver.gone_at - asked_at < 1.0 + 4.0
+
+
+async def test_callback_carries_the_content_chosen_cut_to_the_limit(make_settings, web):
+    """callback_content text and markdown: the callback's `content` holds the job's stored
+    text or Markdown, cut to INGEST_WEBHOOK_CONTENT_MAX_BYTES on a character boundary
+    (truncated true); a job without the field gets no `content` key, a dead one null."""
+    page = web.script("/page", Reply(200, ("é" * 40).encode(), "text/plain; charset=utf-8"))
+    gone = web.script("/gone", Reply(404))
+    hooks = {name: web.url(f"/hook-{name}") for name in ("text", "markdown", "none", "dead")}
+    async with running_app(make_settings(webhook_content_max_bytes=11)) as (_, client):
+        text = await submit_with(client, page, hooks["text"], callback_content="text")
+        markdown = await submit_with(client, page, hooks["markdown"], callback_content="markdown")
+        plain = await submit_with(client, page, hooks["none"])
+        dead = await submit_with(client, gone, hooks["dead"], callback_content="text")
+        for job in (text, markdown, plain, dead):
+            await settled(client, job["id"], "delivered")
+        stored = {
+            part: (await client.get(f"/jobs/{job['id']}/{part}")).text
+            for part, job in (("text", text), ("markdown", markdown))
+        }
+    bodies = {name: json.loads(web.posts[f"/hook-{name}"][0][1]) for name in hooks}
+    assert {
+        "text": {"format": "text", "text": "ééééé", "truncated": True},
+        "markdown": dict(
+            zip(
+                ("format", "text", "truncated"),
+                ("markdown", *cut(stored["markdown"], 11)),
+                strict=True,
+            )
+        ),
+        "dead": None,
+    } == {name: body["content"] for name, body in bodies.items() if "content" in body}
+    assert ("é" * 40, "text", "none") == (
+        stored["text"],
+        bodies["text"]["job"]["callback_content"],
+        bodies["none"]["job"]["callback_content"],
+    )
+
+
+async def submit_with(client, url: str, callback_url: str, **fields) -> dict:
+    body = {"url": url, "callback_url": callback_url, **fields}
+    response = await client.post("/jobs", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def test_callback_content_needs_a_callback_url(make_settings):
+    """callback_content other than none without callback_url is refused with 422, alone
+    and in a batch; an unknown format too; none alone is accepted."""
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        alone = await client.post(
+            "/jobs", json={"url": "http://a.test/", "callback_content": "text"}
+        )
+        batch = await client.post(
+            "/jobs/batch",
+            json={"jobs": [{"url": "http://a.test/", "callback_content": "markdown"}]},
+        )
+        unknown = await client.post(
+            "/jobs",
+            json={
+                "url": "http://a.test/",
+                "callback_url": "http://a.test/h",
+                "callback_content": "pdf",
+            },
+        )
+        none = await client.post(
+            "/jobs", json={"url": "http://a.test/", "callback_content": "none"}
+        )
+    assert (422, 422, 422, 201) == (
+        alone.status_code,
+        batch.status_code,
+        unknown.status_code,
+        none.status_code,
+    )
+    assert "callback_content goes with callback_url" in alone.text

@@ -28,7 +28,8 @@ async def history(client, job_id: str) -> list[str]:
 
 
 async def test_success_records_result(make_settings: Callable[..., Settings], web: ScriptedServer):
-    """A 200 answer makes the job succeeded with its result recorded, in one attempt."""
+    """A 200 answer makes the job succeeded with its result recorded, in one attempt: its
+    page's metadata too (the title, the charset the header named)."""
     body = b"<title> A  page </title>body"
     url = web.script("/page", Reply(200, body))
     async with running_app(make_settings()) as (_, client):
@@ -44,7 +45,12 @@ async def test_success_records_result(make_settings: Callable[..., Settings], we
         "sha256": hashlib.sha256(body).hexdigest(),
         "title": "A page",
         "text_length": len("body"),
-    } == done["result"]
+    } == {k: v for k, v in done["result"].items() if k != "metadata"}
+    assert ("A page", "utf-8", "header") == (
+        done["result"]["metadata"]["title"],
+        done["result"]["metadata"]["charset"],
+        done["result"]["metadata"]["charset_source"],
+    )
     assert 1 == web.count("/page")
 
 

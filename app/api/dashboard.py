@@ -33,6 +33,7 @@ from app.api.chart import layout
 from app.api.deps import ContentsDep, JobsDep, RuntimeDep
 from app.api.notices import RETRIES, Code, Notice, NoticeDep, sentence
 from app.api.pages import View, ViewDep, templates
+from app.content.types import has_text, media_type
 from app.keys import ADMIN
 from app.model import JobStatus
 from app.settings import Settings
@@ -40,6 +41,7 @@ from app.store.activity import finished_per_minute
 from app.store.domains import DomainOverview
 from app.store.jobs import JobNotFound, JobStore, StateConflict
 from app.store.tables import is_job_id
+from app.wire import PageMetadataOut
 
 PAGE_SIZE = 25
 RECENT = 10
@@ -142,7 +144,8 @@ def _busiest_first(domains: list[DomainOverview]) -> list[DomainOverview]:
 
 @router.get("/jobs/{job_id}", name="dashboard_job")
 async def job_page(request: Request, job_id: str, jobs: JobsDep, notice: NoticeDep) -> HTMLResponse:
-    """One job, what holds it back, its attempt history (oldest first) and its buttons."""
+    """One job, what holds it back, what its page says of itself, its attempt history
+    (oldest first) and its buttons."""
     try:
         job = await jobs.get(job_id)
     except JobNotFound:
@@ -153,7 +156,14 @@ async def job_page(request: Request, job_id: str, jobs: JobsDep, notice: NoticeD
         # An id of another shape is not repeated: a link must not choose what the page says.
         missing = {"job": None, "job_id": job_id if is_job_id(job_id) else None}
         return templates.TemplateResponse(request, "job.html", context | missing, 404)
-    context |= {"job_id": job_id, "job": job, "attempts": await jobs.attempts(job_id)}
+    page = None if job.result_metadata is None else PageMetadataOut.of(job.result_metadata)
+    context |= {
+        "job_id": job_id,
+        "job": job,
+        "page": page,
+        "has_text": has_text(media_type(job.result_content_type)),
+        "attempts": await jobs.attempts(job_id),
+    }
     return templates.TemplateResponse(request, "job.html", context)
 
 
@@ -168,6 +178,12 @@ async def job_content(job_id: str, contents: ContentsDep) -> Response:
 async def job_text(job_id: str, contents: ContentsDep) -> Response:
     """What `GET /jobs/{id}/text` serves, under the dashboard's sign-in."""
     return await content.get_job_text(job_id, contents, Caller(None))
+
+
+@router.get("/jobs/{job_id}/markdown", name="dashboard_job_markdown", response_class=Response)
+async def job_markdown(job_id: str, contents: ContentsDep) -> Response:
+    """What `GET /jobs/{id}/markdown` serves, under the dashboard's sign-in."""
+    return await content.get_job_markdown(job_id, contents, Caller(None))
 
 
 @router.get("/confirm/{what}", name="dashboard_confirm")

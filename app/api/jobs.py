@@ -5,7 +5,6 @@ a domain shared with other tenants is paused, nor which worker ran an attempt. A
 and an open service (no keys) see everything.
 """
 
-import hashlib
 from typing import Annotated
 
 import httpx
@@ -70,9 +69,7 @@ def _new_job(
     """The job `body` asks for; `url` is its URL as `_checked` parsed it."""
     if caller.tenant is not None and body.tenant not in (None, caller.tenant):
         raise HTTPException(403, f"this API key submits for tenant {caller.tenant!r} only")
-    fingerprint = None
-    if idempotency_key is not None:
-        fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+    fingerprint = None if idempotency_key is None else body.fingerprint()
     return NewJob(
         url=body.url,
         domain=domain_of(url),
@@ -82,6 +79,7 @@ def _new_job(
         not_before=body.not_before,
         metadata=body.metadata,
         callback_url=body.callback_url,
+        callback_content=body.callback_content,
         idempotency_key=idempotency_key,
         fingerprint=fingerprint,
     )

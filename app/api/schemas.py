@@ -1,5 +1,6 @@
 """Wire models: what the API accepts and returns. Timestamps are ISO-8601 UTC."""
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +14,7 @@ from app.api.bodies import (
     text_only,
 )
 from app.fetch.urls import job_domain
-from app.model import ErrorKind
+from app.model import CallbackContent, ErrorKind
 from app.store.tables import Delivery
 from app.wire import AttemptOut, ErrorOut, JobOut, WorkerOut
 
@@ -35,12 +36,31 @@ class JobIn(BaseModel):
         f"{METADATA_MAX_DEPTH} levels deep, finite numbers.",
     )
     callback_url: str | None = Field(None, description="Notified when the job finishes.")
+    callback_content: CallbackContent = Field(
+        CallbackContent.NONE,
+        description="What the callback carries of the content besides the job: `none`, "
+        "`text` or `markdown` (as `content`, at most INGEST_WEBHOOK_CONTENT_MAX_BYTES of "
+        "UTF-8). Only with `callback_url`.",
+    )
     tenant: str | None = Field(None, pattern=TENANT_PATTERN, description="Defaults to `default`.")
 
     @model_validator(mode="before")
     @classmethod
     def _text(cls, body: Any) -> Any:
         return text_only(few_keys(body))
+
+    @model_validator(mode="after")
+    def _content_with_callback(self) -> "JobIn":
+        if self.callback_content is not CallbackContent.NONE and self.callback_url is None:
+            raise ValueError("callback_content goes with callback_url")
+        return self
+
+    def fingerprint(self) -> str:
+        """sha256 of the body as given, to tell "same request again" from "same key, other
+        body". Without `callback_content` when it is `none`: the fingerprints of jobs
+        submitted before it existed stay what they were."""
+        unset = {"callback_content"} if self.callback_content is CallbackContent.NONE else None
+        return hashlib.sha256(self.model_dump_json(exclude=unset).encode()).hexdigest()
 
     @field_validator("metadata", mode="before")
     @classmethod

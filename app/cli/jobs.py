@@ -18,6 +18,7 @@ from app.model import JobStatus
 
 if TYPE_CHECKING:
     from app.store.jobs import JobStore
+    from app.store.reads import Part
     from app.store.tables import Attempt, Job
 
 # Plain Click help: Typer's Rich help shows every flag as taking a value (`--json <bool>`).
@@ -118,6 +119,35 @@ def show(
     console = new_console(wide)
     console.print(job_details(job, utc_now()))
     console.print(attempts_table(history, None if wide else console.width))
+
+
+@jobs_cli.command("text")
+def text(
+    job_id: JobId,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Its Markdown rather than its plain text.")
+    ] = False,
+) -> None:
+    """A succeeded job's main text (GET /jobs/{id}/text), or its Markdown; control
+    characters escaped (ESC as \\x1b), lines and tabs kept."""
+    from app.cli.tables import printable_lines
+    from app.store.reads import Content, ContentStore
+    from app.wire import missing_content
+
+    part: Part = "markdown" if markdown else "text"
+
+    async def read(store: JobStore) -> tuple[str, Content]:
+        full_id = await store.match_id(job_id)
+        return full_id, await ContentStore(store.db).get(full_id, part=part)
+
+    full_id, content = run_on_store(read)
+    if content.status is None:  # deleted since its id was matched
+        fail(f"no job {full_id}")
+    missing = missing_content(full_id, content, part)
+    if missing is not None:
+        fail(missing)
+    assert isinstance(content.data, str)
+    typer.echo(printable_lines(content.data))
 
 
 @jobs_cli.command("retry")

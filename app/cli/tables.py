@@ -53,6 +53,14 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
 
 
+def printable_lines(text: str) -> str:
+    """`text` as `printable` shows it, its newlines and tabs kept: a page's text or Markdown
+    printed as lines, with no character that drives the terminal."""
+    return "\n".join(
+        "\t".join(printable(cell) for cell in line.split("\t")) for line in text.split("\n")
+    )
+
+
 def plain_table(**options: Any) -> Table:
     return Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, **options)
 

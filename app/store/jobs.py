@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from app.model import FINISHED, JobStatus, NewJob
+from app.model import FINISHED, CallbackContent, JobStatus, NewJob
 from app.scheduling import DomainState, waiting_for
 from app.store.database import Database
 from app.store.dialect import NewRows
@@ -235,6 +235,10 @@ class JobStore:
             "retry_after": new.not_before if new.not_before and new.not_before > now else None,
             "metadata": new.metadata,
             "callback_url": new.callback_url,
+            # Null for none, as every job submitted before migration 0008 says.
+            "callback_content": (
+                None if new.callback_content is CallbackContent.NONE else new.callback_content.value
+            ),
             "idempotency_key": new.idempotency_key,
             "idempotency_fingerprint": new.fingerprint,
             "created_at": now,

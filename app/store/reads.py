@@ -1,8 +1,9 @@
-"""Reads besides the operators' listings: a succeeded job's stored body and text (for the
-API), and what a metrics scrape reads besides `JobStore.stats`. Nothing here writes."""
+"""Reads besides the operators' listings: a succeeded job's stored body, text and Markdown
+(for the API), and what a metrics scrape reads besides `JobStore.stats`. Nothing here writes."""
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 import sqlalchemy as sa
 
@@ -32,6 +33,10 @@ async def queue_state(database: Database, now: datetime) -> QueueState:
     return QueueState(due_at, paused_count)
 
 
+Part = Literal["content", "text", "markdown"]
+"""What of a job's content to read: the body's bytes, the main text, or its Markdown."""
+
+
 @dataclass(frozen=True)
 class Content:
     """What is stored for a job. `status` is None when there is no such job."""
@@ -39,23 +44,30 @@ class Content:
     status: str | None
     content_type: str | None = None
     data: bytes | str | None = None
-    """The bytes or the text, as asked; None until the job succeeded."""
+    """The part asked for; None until the job succeeded, or when that part is not kept (the
+    Markdown of a job fetched before migration 0008, or of a type with no text)."""
+    stored: bool = False
+    """Whether the job has a content row at all (a succeeded job's body)."""
 
 
 class ContentStore:
     def __init__(self, database: Database) -> None:
         self.db = database
 
-    async def get(self, job_id: str, tenant: str | None = None, *, text: bool) -> Content:
-        """The job's stored text (`text=True`) or bytes, with its status and content type.
+    async def get(self, job_id: str, tenant: str | None = None, *, part: Part) -> Content:
+        """The job's stored `part`, with its status and content type.
 
         A job of another tenant than `tenant` (when given) is no job.
         """
         if not is_job_id(job_id):
             return Content(None)
-        column = contents.c.text if text else contents.c.content
         stmt = (
-            sa.select(jobs.c.status, contents.c.content_type, column)
+            sa.select(
+                jobs.c.status,
+                contents.c.content_type,
+                contents.c[part],
+                contents.c.job_id.is_not(None),
+            )
             .select_from(jobs.outerjoin(contents, contents.c.job_id == jobs.c.id))
             .where(jobs.c.id == job_id)
         )

@@ -11,7 +11,7 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
 1. the held jobs: status, budget, `retry_after`, result or last error (one statement per
    kind: succeeded, failed, handed back);
 2. their attempts closed in the history;
-3. succeeded jobs' bodies and text;
+3. succeeded jobs' bodies, text and Markdown (their page's metadata goes with step 1);
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
 5. their domains: one slot each freed, and the failure streak moved on.
 
@@ -28,7 +28,7 @@ would be read in pieces.
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +43,7 @@ from app.model import (
     JobStatus,
     Lease,
     Outcome,
+    PageMetadata,
     Reschedule,
 )
 from app.store.deliveries import owe
@@ -107,6 +108,7 @@ _SUCCEED = (
         result_sha256=sa.bindparam("sha256"),
         result_title=sa.bindparam("title"),
         result_text_length=sa.bindparam("text_length"),
+        result_metadata=sa.bindparam("page"),
         finished_at=sa.bindparam("now"),
         **_LEFT_RUNNING,
     )
@@ -263,6 +265,7 @@ class _Plan:
                     "sha256": fetched.sha256,
                     "title": fetched.title,
                     "text_length": len(fetched.text),
+                    "page": _page(fetched.metadata),
                 }
             )
             self.contents.append(
@@ -271,6 +274,7 @@ class _Plan:
                     "content": fetched.body,
                     "content_type": fetched.content_type,
                     "text": fetched.text,
+                    "markdown": fetched.markdown,
                     "text_length": len(fetched.text),
                     "stored_at": now,
                 }
@@ -314,6 +318,23 @@ def _storable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         for row in rows
     ]
+
+
+_PAGE_FIELDS = tuple(f.name for f in fields(PageMetadata))
+
+
+def _page(metadata: PageMetadata) -> dict[str, Any]:
+    """The page's metadata as the JSON object `jobs.result_metadata` holds, every string
+    made storable (`storable_text`): `_storable` sees only a row's top-level strings."""
+    page: dict[str, Any] = {}
+    for name in _PAGE_FIELDS:
+        value = getattr(metadata, name)
+        if isinstance(value, str):
+            value = storable_text(value)
+        elif isinstance(value, tuple):
+            value = [storable_text(item) for item in value]
+        page[name] = value
+    return page
 
 
 def _last_error(failure: Failure) -> dict[str, Any]:

@@ -82,8 +82,13 @@ class JobFields(SQLModel):
     result_sha256: str | None = Field(default=None, max_length=64)
     result_title: str | None = None
     result_text_length: int | None = None
+    # The page's metadata (`app.model.PageMetadata` as a JSON object, `app.store.record`);
+    # null for jobs that succeeded before migration 0008.
+    result_metadata: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     meta: dict[str, Any] | None = None
     callback_url: str | None = Field(default=None, max_length=2048)
+    # What the callback carries of the content (`app.model.CallbackContent`); null: none.
+    callback_content: str | None = Field(default=None, max_length=16)
     idempotency_key: str | None = Field(default=None, max_length=255)
     # sha256 of the submitted body, to tell "same request again" from "same key, other body".
     idempotency_fingerprint: str | None = Field(default=None, max_length=64)
@@ -266,6 +271,9 @@ class JobContent(SQLModel, table=True):
     content_type: str | None = Field(default=None, max_length=255)
     text: str = Field(sa_column=Column(sa.Text(), nullable=False))
     """The extracted main text (app.content.extract)."""
+    markdown: str | None = Field(default=None, sa_column=Column(sa.Text(), nullable=True))
+    """The main content as Markdown; null for a type with no text, and for jobs that
+    succeeded before migration 0008."""
     text_length: int
     stored_at: datetime = _ts(nullable=False)
 
