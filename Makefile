@@ -6,7 +6,7 @@ UV := .uv/bin/uv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: install run test lint openapi bench bench-full bench-load
+.PHONY: install run test lint openapi bench bench-full bench-load bench-extraction bench-pages
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -60,3 +60,17 @@ LOAD_ARGS ?= --backend sqlite --jobs 100000 --batch 1000 --workers 1
 
 bench-load: install
 	.venv/bin/python -m bench.load $(LOAD_ARGS)
+
+# Main-text extraction against trafilatura's evaluation set (../shared/extraction-eval): every
+# page, `make bench-extraction EXTRACTION_ARGS="--pages 200 --worst 10"` for a quick look.
+EXTRACTION_ARGS ?= --candidates ingest,trafilatura
+
+bench-extraction: install
+	.venv/bin/python -m bench.extraction $(EXTRACTION_ARGS)
+
+# One worker draining the eval set's pages against the extractor alone on every core (issue
+# 23: the drain at 85 % of that ceiling or more).
+PAGES_ARGS ?= --backend both --jobs 2000 --rounds 3
+
+bench-pages: install
+	.venv/bin/python -m bench.pages $(PAGES_ARGS)

@@ -5,6 +5,10 @@
   (many hosts, a slow target, `ingest serve`, claim cost, memory, start-up).
 - `python -m bench.fair_claim`: claim cost with many tenants and domains.
 - `python -m bench.claim`: cost of a claim (and of listing) as terminal rows pile up.
+- `python -m bench.extraction`: main-text extraction, quality and ms per page, of ingest
+  (this and other checkouts), trafilatura and others on trafilatura's eval set.
+- `python -m bench.pages`: one worker draining those pages against the extractor alone on
+  every core.
 - `python -m bench.target`: the HTTP target they use (started for you in its own process).
 
 See BENCHMARKS.md for the machine, the commands and the numbers.

@@ -5,6 +5,7 @@ bench/results/ and a PostgreSQL database dropped and created again for every run
 """
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import statistics
@@ -123,9 +124,10 @@ class Target:
         self.process.wait()
 
 
-def start_target(delay_ms: float, hosts: int = 1) -> Target:
-    """Start bench.target in its own process, on `hosts` loopback addresses."""
-    command = ["--port", "0", "--delay-ms", str(delay_ms), "--hosts", str(hosts)]
+def start_target(delay_ms: float, hosts: int = 1, *serving: str) -> Target:
+    """Start bench.target in its own process, on `hosts` loopback addresses; `serving`: its
+    options saying what to serve, e.g. `--eval DATA` (default: the 2 KB page)."""
+    command = ["--port", "0", "--delay-ms", str(delay_ms), "--hosts", str(hosts), *serving]
     process = subprocess.Popen(
         [sys.executable, "-m", "bench.target", *command], stdout=subprocess.PIPE, text=True
     )
@@ -146,6 +148,28 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU of a live process and all its descendants: the live ones read one by one, those
+    that exited and were waited for through cutime + cstime."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    own = sum(int(v) for v in fields[11:15]) / TICKS  # utime stime cutime cstime
+    return own + sum(tree_cpu_seconds(child) for child in _children(pid))
+
+
+def _children(pid: int) -> list[int]:
+    """The live children of every thread of a process: a pool may be started from any."""
+    found: list[int] = []
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                found += [int(child) for child in task.joinpath("children").read_text().split()]
+    return found
 
 
 def machine_ticks() -> tuple[int, int]:

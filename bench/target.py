@@ -1,9 +1,14 @@
-"""A minimal HTTP/1.1 keep-alive server: every request gets the same 2 KB text/html page.
+"""A minimal HTTP/1.1 keep-alive server: every request gets the same 2 KB text/html page
+(or, with `--eval`, one of the extraction eval set's pages).
 
 Run in its own process so its CPU does not count as the worker's:
 `python -m bench.target --port 0 --delay-ms 100` prints the port it listens on, then serves
 until killed. Only what httpx sends is understood: a request head with no body, answered in
 order (httpx does not pipeline). `--delay-ms` holds each answer back to simulate a server.
+
+`--eval DATA` serves the extraction eval set's pages instead (`bench.extraction.load_pages`):
+`/page/<i>` is page i modulo their number, as `text/html` with no charset (the archive kept
+no headers); `--eval-pages N` a fixed sample of N of them (`bench.pages`).
 
 `--hosts N` listens on N loopback addresses, 127.0.0.1, ..., 127.0.0.250, 127.0.1.1, ...
 (`address(i)`), all on the same port: Linux routes all of 127.0.0.0/8 to `lo`, so URLs on
@@ -14,8 +19,10 @@ process, without listening beyond the loopback.
 import argparse
 import asyncio
 import contextlib
+import re
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
+from pathlib import Path
 
 PAGE_BYTES = 2048
 
@@ -26,20 +33,21 @@ def page() -> bytes:
     return head + b"x" * (PAGE_BYTES - len(head) - len(tail)) + tail
 
 
-def response() -> bytes:
-    body = page()
-    head = (
-        "HTTP/1.1 200 OK\r\n"
-        "Content-Type: text/html; charset=utf-8\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        "\r\n"
-    )
+def response(body: bytes | None = None, content_type: str = "text/html; charset=utf-8") -> bytes:
+    body = page() if body is None else body
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
     return head.encode() + body
 
 
+_PAGE_NUMBER = re.compile(rb"^GET /page/(\d+)")
+
+
 class PageProtocol(asyncio.Protocol):
-    def __init__(self, answer: bytes, delay: float) -> None:
-        self.answer = answer
+    """Answers each request with `answers[i % len(answers)]` for `/page/<i>` (one answer:
+    every request gets it, the path unread)."""
+
+    def __init__(self, answers: Sequence[bytes], delay: float) -> None:
+        self.answers = answers
         self.delay = delay
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
@@ -53,15 +61,18 @@ class PageProtocol(asyncio.Protocol):
         while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
             request, self.buffer = self.buffer[:end], self.buffer[end + 4 :]
             close = b"connection: close" in request.lower()
+            answer = self.answers[0]
+            if len(self.answers) > 1 and (number := _PAGE_NUMBER.match(request)):
+                answer = self.answers[int(number[1]) % len(self.answers)]
             if self.delay:
-                asyncio.get_running_loop().call_later(self.delay, self._answer, close)
+                asyncio.get_running_loop().call_later(self.delay, self._answer, answer, close)
             else:
-                self._answer(close)
+                self._answer(answer, close)
 
-    def _answer(self, close: bool) -> None:
+    def _answer(self, answer: bytes, close: bool) -> None:
         if self.transport is None or self.transport.is_closing():
             return
-        self.transport.write(self.answer)
+        self.transport.write(answer)
         if close:
             self.transport.close()
 
@@ -74,13 +85,12 @@ def address(i: int) -> str:
     return f"127.0.{i // 250}.{i % 250 + 1}"
 
 
-async def serve(port: int, delay_ms: float, hosts: int) -> None:
+async def serve(port: int, delay_ms: float, hosts: int, answers: Sequence[bytes]) -> None:
     loop = asyncio.get_running_loop()
-    answer = response()
 
     def listen(hosts: list[str], port: int) -> Awaitable[asyncio.Server]:
         return loop.create_server(
-            lambda: PageProtocol(answer, delay_ms / 1000), hosts, port, backlog=1024
+            lambda: PageProtocol(answers, delay_ms / 1000), hosts, port, backlog=1024
         )
 
     first = await listen([address(0)], port)
@@ -99,9 +109,18 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="hold each answer back")
     parser.add_argument("--hosts", type=int, default=1, help="loopback addresses to listen on")
+    parser.add_argument("--eval", type=Path, default=None, help="serve this eval set's pages")
+    parser.add_argument("--eval-pages", type=int, default=None, help="a sample of N of them")
     args = parser.parse_args()
+    answers = [response()]
+    if args.eval is not None:
+        # Here, not at the top: bench.extraction imports bench.harness, which imports this.
+        from bench.extraction import load_pages
+
+        pages = load_pages(args.eval, args.eval_pages)
+        answers = [response(page.body, "text/html") for page in pages]
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.port, args.delay_ms, args.hosts))
+        asyncio.run(serve(args.port, args.delay_ms, args.hosts, answers))
     sys.exit(0)
 
 

@@ -6,16 +6,16 @@ each function's own time put in the component its module belongs to, per job.
 Components, by the file a function lives in: claim (`app/store/claim.py`), record
 (`app/store/record.py`, `app/completer.py`), other store work (the rest of `app/store`, the
 heartbeat included), database driver (SQLAlchemy, aiosqlite, sqlite3, asyncpg), fetch
-(`app/fetch`, httpx, httpcore, h11, selectolax, charset detection), worker and loop
-(`app/worker.py`, `app/loop.py`, `app/policy.py`), logging and metrics (`logging`,
-`prometheus_client`, `app/observability.py`, `app/metrics.py`), event loop (asyncio,
-selectors, ssl, socket) and the rest; a built-in or standard library helper (isinstance,
-contextlib, ipaddress) counts for the component that called it. A profiler slows what it
-measures (about 3x here), so read the shares, not the absolute figures. PostgreSQL only:
-cProfile sees the thread it runs in, and on SQLite the statements run in the writer thread
-and aiosqlite's. The profiler runs in the worker's thread (`app.runtime.Background`), from
-just after the worker started until the drain ends; the CPU figure is the whole process's.
-"""
+(`app/fetch`, httpx, httpcore, h11), extraction (`app/content`, when it runs in the
+worker's thread), worker and loop (`app/worker.py`, `app/loop.py`, `app/policy.py`),
+logging and metrics (`logging`, `prometheus_client`, `app/observability.py`,
+`app/metrics.py`), event loop (asyncio, selectors, ssl, socket) and the rest; a built-in or
+standard library helper (isinstance, contextlib, ipaddress) counts for the component that
+called it. A profiler slows what it measures (about 3x here), so read the shares, not the
+absolute figures. PostgreSQL only: cProfile sees the thread it runs in, and on SQLite the
+statements run in the writer thread and aiosqlite's. The profiler runs in the worker's
+thread (`app.runtime.Background`), from just after the worker started until the drain ends;
+the CPU figure is the whole process's."""
 
 import argparse
 import asyncio
@@ -41,7 +41,11 @@ COMPONENTS = [
     ("database driver", ("sqlalchemy", "aiosqlite", "sqlite3", "asyncpg")),
     (
         "fetch",
-        ("app/fetch/", "httpx", "httpcore", "h11", "selectolax", "charset_normalizer"),
+        ("app/fetch/", "httpx", "httpcore", "h11", "pebble"),
+    ),
+    (
+        "extraction (in the worker's thread)",
+        ("app/content/", "trafilatura", "lxml", "charset_normalizer", "pypdfium2"),
     ),
     ("worker and loop", ("app/worker.py", "app/loop.py", "app/policy.py", "app/scheduling")),
     (
