@@ -31,6 +31,7 @@ from bench.harness import (
     cpu_seconds,
     machine_ticks,
     parent_pid,
+    tree_cpu_seconds,
 )
 
 INGEST = Path(sys.executable).parent / "ingest"
@@ -189,7 +190,8 @@ class Probe:
             return (await conn.execute(query)).scalar_one()
 
     def sample(self, pids: list[int]) -> Sample:
-        cpu = {pid: cpu_seconds(pid) for pid in pids}
+        # A worker's extraction processes are its children: their CPU is its cost too.
+        cpu = {pid: tree_cpu_seconds(pid) for pid in pids}
         cpu[os.getpid()] = cpu_seconds(os.getpid())
         return Sample(time.time(), cpu, self.server_cpu(), machine_ticks())
 

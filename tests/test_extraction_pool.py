@@ -8,12 +8,20 @@ import pytest
 
 from app.content.extract import ExtractionLimits, extract
 from app.content.types import UnparseableContent
-from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout, PoolSettings
+from app.fetch.pool import (
+    SMALL_PAGE_BYTES,
+    SMALL_PAGE_TAGS,
+    ExtractionFailed,
+    ExtractionPool,
+    ExtractionTimeout,
+    PoolSettings,
+    where,
+)
 from tests import pdfs
 
 PAGE = (
     b"<html><head><title>Pool</title></head><body><article><h1>Heading</h1>"
-    + b"<p>A paragraph long enough to be the main text of this small page, surely.</p>" * 5
+    + b"<p>A paragraph long enough to be the main text of this page, surely, again.</p>" * 120
     + b"</article></body></html>"
 )
 
@@ -73,15 +81,38 @@ async def test_a_body_that_needs_more_memory_than_the_cap_fails_without_harm() -
     assert (True, "Pool") == (elapsed < 60, document.metadata.title)
 
 
-async def test_types_without_an_extractor_stay_in_the_thread() -> None:
-    """Plain text and JSON are read in the worker's thread: the pool never starts for them."""
+SMALL_PAGE = b"<title>Small</title><p>" + b"x" * 2000 + b"</p>"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "place"),
+    [
+        ("text/html", SMALL_PAGE, "loop"),
+        ("text/html", b"<p>x</p>" * (SMALL_PAGE_TAGS // 2 + 1), "process"),
+        ("text/html", b"<p>" + b"x" * SMALL_PAGE_BYTES + b"</p>", "process"),
+        ("application/pdf", b"%PDF-1.7", "process"),
+        ("application/json", b"[1]", "loop"),
+        ("text/plain", b"x" * (SMALL_PAGE_BYTES + 1), "thread"),
+        (None, b"x", "loop"),
+    ],
+)
+def test_where_a_body_is_extracted(content_type: str | None, body: bytes, place: str) -> None:
+    """A PDF and a page past a few dozen tags or 8 KiB go to the processes; a small page or
+    a small text body stays on the loop; a large text body goes to the thread."""
+    assert place == where(content_type, body)
+
+
+async def test_small_pages_and_json_never_start_the_processes() -> None:
+    """A small page and a JSON body are extracted without starting the processes."""
+    small = SMALL_PAGE
     extraction = pool()
     try:
-        document = await extraction.extract(b'{"a": 1}', "application/json", None)
+        json = await extraction.extract(b'{"a": 1}', "application/json", None)
+        html = await extraction.extract(small, "text/html", None)
         started = extraction._pool is not None
     finally:
         extraction.close()
-    assert ('{"a": 1}', False) == (document.text, started)
+    assert ('{"a": 1}', "Small", False) == (json.text, html.metadata.title, started)
 
 
 async def test_many_bodies_at_once_all_come_back() -> None:
