@@ -181,6 +181,10 @@ class Runtime:
         # Other processes' submits wake this worker through the database (PostgreSQL).
         listening = self.worker_database.backend.listen(self.worker.notify)
         await self._listening.enter_async_context(listening)
+        # The extraction processes start beside the worker's first claims, not in the way of
+        # the first page that needs them (starting them costs about a second).
+        assert self.fetcher is not None
+        asyncio.get_running_loop().run_in_executor(None, self.fetcher.extraction.warm)
         recording = observability.recording_into(metrics)
         self._running = [
             asyncio.create_task(self.worker.run(), name="worker", context=recording),

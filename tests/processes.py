@@ -64,6 +64,8 @@ def service_env(database_url: str, **settings: object) -> dict[str, str]:
         "INGEST_DATABASE_URL": database_url,
         "INGEST_LOG_LEVEL": "INFO",
         "INGEST_ALLOW_PRIVATE_NETWORKS": "true",  # the test servers are on 127.0.0.1
+        # As in `make_settings`: no extraction processes unless a test asks for them.
+        "INGEST_EXTRACT_PROCESSES": "0",
     }
     return env | {f"INGEST_{name.upper()}": str(value) for name, value in settings.items()}
 

@@ -26,6 +26,7 @@ import asyncio
 import logging
 import multiprocessing
 import resource
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
@@ -96,6 +97,7 @@ class ExtractionPool:
     def __init__(self, settings: PoolSettings) -> None:
         self.settings = settings
         self._pool: ProcessPool | None = None
+        self._starting = threading.Lock()
         # One parse at a time on the same thread: a large body parses into many times its
         # size, and every new thread would keep a malloc arena of its own.
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-parse")
@@ -141,6 +143,10 @@ class ExtractionPool:
 
     def _processes(self) -> ProcessPool:
         """The pool, started on first use, and again if it broke."""
+        with self._starting:  # `warm` may run in another thread
+            return self._started()
+
+    def _started(self) -> ProcessPool:
         if self._pool is None or not self._pool.active:
             if self._pool is not None:
                 log.warning("extraction processes stopped; starting them again")
@@ -151,6 +157,7 @@ class ExtractionPool:
                 initargs=(self.settings.memory_mb,),
                 context=_CONTEXT,
             )
+            _ = self._pool.active  # pebble starts its processes when first asked: here
         return self._pool
 
     def warm(self) -> None:
