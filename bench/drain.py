@@ -289,6 +289,18 @@ def setting(text: str) -> str:
     return text
 
 
+def add_settings_option(parser: argparse.ArgumentParser, whose: str) -> None:
+    """`--set INGEST_NAME=VALUE` (repeatable): a setting of `whose`, over the benchmark's."""
+    parser.add_argument(
+        "--set",
+        type=setting,
+        action="append",
+        default=[],
+        metavar="INGEST_NAME=VALUE",
+        help=f"a setting of {whose}, over the benchmark's own (repeatable)",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -349,14 +361,7 @@ def main() -> None:
     add("--rss-seconds", type=float, default=10.0, help="of draining before reading RSS")
     add("--startup-runs", type=int, default=3, help="worker starts per round and backend")
     add("--help-runs", type=int, default=10, help="`ingest --help` runs per round")
-    add(
-        "--set",
-        type=setting,
-        action="append",
-        default=[],
-        metavar="INGEST_NAME=VALUE",
-        help="a setting of every ingest process, over the benchmark's own (repeatable)",
-    )
+    add_settings_option(parser, "every ingest process")
     add("--timeout", type=float, default=300.0, help="per drain, seconds")
     add(
         "--wait-idle",

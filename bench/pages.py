@@ -42,7 +42,7 @@ from typing import Any
 
 from app.content.extract import extract
 from app.store.database import Database
-from bench.drain import drain_window, setting
+from bench.drain import add_settings_option, drain_window
 from bench.extraction import WARM_UP, default_data, load_pages
 from bench.harness import (
     RESULTS,
@@ -214,14 +214,7 @@ def main() -> None:
     add("--ceiling-processes", type=int, default=os.cpu_count() or 1, help="default: the cores")
     add("--concurrency", type=int, default=32, help="the worker's fetches in flight")
     add("--poll-ms", type=float, default=50.0, help="the worker's poll interval, in ms")
-    add(
-        "--set",
-        type=setting,
-        action="append",
-        default=[],
-        metavar="INGEST_NAME=VALUE",
-        help="a setting of the worker, over the benchmark's own (repeatable)",
-    )
+    add_settings_option(parser, "the worker")
     add("--timeout", type=float, default=600.0, help="per drain, seconds")
     args = parser.parse_args()
     passed = [f"{name}={os.environ[name]}" for name in PASSED_THROUGH if name in os.environ]
