@@ -75,10 +75,12 @@ def component(filename: str) -> str:
     return "rest"
 
 
-async def drain(profiler: cProfile.Profile, jobs: int, concurrency: int) -> float:
+async def drain(
+    serving: list[str], profiler: cProfile.Profile, jobs: int, concurrency: int
+) -> float:
     """Drain `jobs` jobs with an in-process worker, profiled from its start until every job
     succeeded; the CPU seconds that took."""
-    target = start_target(0)
+    target = start_target(0, 1, *serving)
     url = await fresh_database("postgresql", DATABASE)
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
@@ -115,9 +117,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--show-rest", action="store_true", help="what 'rest' holds")
+    parser.add_argument(
+        "--eval",
+        type=str,
+        default=None,
+        metavar="DATA",
+        help="serve the extraction eval set's pages (bench.target --eval), not the 2 KB page",
+    )
     args = parser.parse_args()
     profiler = cProfile.Profile(time.process_time)
-    cpu = asyncio.run(drain(profiler, args.jobs, args.concurrency))
+    serving = ["--eval", args.eval] if args.eval else []
+    cpu = asyncio.run(drain(serving, profiler, args.jobs, args.concurrency))
     shares: dict[str, float] = defaultdict(float)
     rest: dict[str, float] = defaultdict(float)
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
