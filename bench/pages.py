@@ -48,6 +48,7 @@ from bench.harness import (
     RESULTS,
     Target,
     backends,
+    cpu_seconds,
     drop_database,
     environment,
     fmt,
@@ -117,10 +118,11 @@ async def drain(backend: str, target: Target, args: Any) -> dict:
     await submit(probe.store, new_jobs(target, args.jobs))
     workers = Workers(url, 1, args)
     worker = workers.pids[0]
-    samples: list[tuple[Sample, float]] = []  # with the CPU seconds of the worker's tree
+    # With the CPU seconds of the worker's tree, and of the worker process alone.
+    samples: list[tuple[Sample, float, float]] = []
 
     def sample() -> None:
-        samples.append((probe.sample([target.pid]), tree_cpu_seconds(worker)))
+        samples.append((probe.sample([target.pid]), tree_cpu_seconds(worker), cpu_seconds(worker)))
 
     try:
         async with asyncio.timeout(args.timeout):
@@ -131,13 +133,14 @@ async def drain(backend: str, target: Target, args: Any) -> dict:
     first_claims, last_finish, attempt_count = await drain_window(probe.database)
     await probe.database.dispose()
     started = min(first_claims.values())
-    start, start_cpu = [s for s in samples if s[0].at <= started.timestamp()][-1]
-    end, end_cpu = samples[-1]
+    start, start_cpu, start_own = [s for s in samples if s[0].at <= started.timestamp()][-1]
+    end, end_cpu, end_own = samples[-1]
     per_page = 1000 / args.jobs  # seconds in all -> ms per page
     server = end.server - start.server
     return {
         "pages_per_s": args.jobs / (last_finish - started).total_seconds(),
         "worker_cpu_ms": (end_cpu - start_cpu) * per_page,
+        "worker_own_cpu_ms": (end_own - start_own) * per_page,
         "target_cpu_ms": cpu_between(start, end, [target.pid]) * per_page,
         "db_server_cpu_ms": server * per_page if backend == "postgresql" else float("nan"),
         "other_cores": other_cores(
@@ -185,6 +188,7 @@ def summarize(results: list[dict], args: Any) -> str:
                 fmt(median([c["pages_per_s"] for c in ceilings.values()])),
                 f"{median(ratios):.0%}",
                 fmt(median([r["worker_cpu_ms"] for r in drains]), 2),
+                fmt(median([r["worker_own_cpu_ms"] for r in drains]), 2),
                 fmt(median([c["cpu_ms"] for c in ceilings.values()]), 2),
                 fmt(median([r["other_cores"] for r in drains]), 2),
             ]
@@ -194,7 +198,8 @@ def summarize(results: list[dict], args: Any) -> str:
         "drain pages/s",
         f"ceiling pages/s ({args.ceiling_processes} processes)",
         "drain / ceiling",
-        "worker CPU ms/page",
+        "worker CPU ms/page (with its extraction processes)",
+        "of which the worker process",
         "extractor CPU ms/page",
         "other cores busy",
     ]
