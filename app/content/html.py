@@ -1,10 +1,10 @@
 """The main content of an HTML page, found by trafilatura, and what the page declares.
 
-One parse (lxml), then trafilatura's fast mode (its own
-extractor, without the readability and jusText fallbacks) on a copy of the tree. Only when
-that finds little of a page that holds much text does the full mode run, with its
-fallbacks: on the evaluation set (bench/extraction.py) this keeps the full mode's F1 at
-about half its cost. Comments are not main content.
+One parse (lxml), then trafilatura's fast mode (its own extractor, without the readability
+and jusText fallbacks) on a copy of the tree. Only when that finds little of a page that
+holds much text does the full mode run, with its fallbacks: on the evaluation set
+(bench/extraction.py) this keeps the full mode's F1 (0.923 against trafilatura's default
+0.921) at 0.84x its cost. Comments are not main content.
 """
 
 import logging
