@@ -192,13 +192,19 @@ async def test_counts_of_one_read_in_the_singular(make_settings, web, caplog):
     assert f"worker {worker}: waiting up to 0.2s for 1 in-flight job" in lines
 
 
-async def test_heartbeats_go_on_through_the_grace_period(make_settings, web):
+async def test_heartbeats_go_on_through_the_grace_period(make_settings, web, caplog):
     """Stopped during a fetch longer than its lease, with a longer grace: the worker keeps
     renewing the lease while it waits, so another worker has nothing to take back, and the
     job succeeds with one fetch."""
     url = web.script("/slow", Reply(delay=2.0))
+    caplog.set_level(logging.INFO, logger="ingest.worker")  # a failure's line says why
+    # Limits far past the 2 s reply: on a busy machine it once came too late for 5 s ones.
     settings = make_settings(
-        lease_seconds=1.0, shutdown_grace_seconds=5.0, read_timeout_seconds=5.0
+        lease_seconds=1.0,
+        shutdown_grace_seconds=20.0,
+        connect_timeout_seconds=10.0,
+        read_timeout_seconds=20.0,
+        fetch_timeout_seconds=20.0,
     )
     other = Database(settings.database_url)  # another worker's view of the queue
     reclaimed = []
@@ -213,7 +219,7 @@ async def test_heartbeats_go_on_through_the_grace_period(make_settings, web):
                 status = (await client.get(f"/jobs/{job['id']}")).json()["status"]
                 return status != "running"
 
-            await eventually(finished, timeout=15, interval=0.1)
+            await eventually(finished, timeout=40, interval=0.1)
             done = (await client.get(f"/jobs/{job['id']}")).json()
             outcomes = await history(client, job["id"])
     finally:
