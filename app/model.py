@@ -35,6 +35,9 @@ class JobStatus(StrEnum):
     """In: an operator cancels a pending job. Out: an operator's retry."""
 
 
+DEFAULT_TENANT = "default"
+"""The tenant of a job submitted without one, by an admin key or in open mode."""
+
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
 """Statuses a job never leaves by itself: the ones an operator may delete."""
 

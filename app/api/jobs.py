@@ -18,14 +18,13 @@ from app.api.problems import responses
 from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Requeued
 from app.fetch.guard import BlockedDestination, Destinations
 from app.fetch.urls import domain_of, job_url
-from app.model import JobStatus, NewJob
+from app.model import DEFAULT_TENANT, JobStatus, NewJob
 from app.settings import Settings
 from app.store.tables import Attempt, Job
 from app.wire import AttemptOut, JobOut
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=responses(401))
 
-DEFAULT_TENANT = "default"
 
 Loc = tuple[str | int, ...]
 """Where a value sits in a request, as validation errors say it: ("body", "jobs", 3, "url")."""

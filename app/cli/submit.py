@@ -17,13 +17,13 @@ import typer
 
 from app.cli.jobs import JsonFlag, echo_json
 from app.cli.runner import fail, load_settings, run_on_store
+from app.model import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from app.settings import Settings
     from app.store.jobs import JobStore
     from app.store.tables import Job
 
-DEFAULT_TENANT = "default"
 WAIT_POLL_SECONDS = 0.5
 """How often `--wait` reads the jobs it follows."""
 

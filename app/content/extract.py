@@ -54,7 +54,7 @@ def extract(
         return Document(text="", markdown=None, metadata=PageMetadata())
     charset = charset_of(body, content_type)
     text = decode(body, charset.codec)
-    found = replace(PageMetadata(), charset=charset.codec, charset_source=charset.source)
+    found = PageMetadata(charset=charset.codec, charset_source=charset.source)
     if is_html(media):
         return _html(text[:PARSE_MAX_CHARS], url, found)
     markdown = text

@@ -285,11 +285,14 @@ class Fetcher:
         return None
 
     async def _extract(self, fetched: _Body) -> Fetched | Failure:
-        with fetched.spool as spool:
-            spool.seek(0)
-            body = spool.read()
         try:
-            extracted = await self.extraction.extract(body, fetched.content_type, fetched.final_url)
+            with fetched.spool as spool:
+                async with self.extraction.turn(spool.tell()):
+                    spool.seek(0)
+                    body = spool.read()
+                    extracted = await self.extraction.extract(
+                        body, fetched.content_type, fetched.final_url
+                    )
         except UnparseableContent as exc:
             return _fatal("UnparseableContent", str(exc))
         except ExtractionTimeout as exc:

@@ -23,6 +23,7 @@ for tests and the smallest set-ups).
 """
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import resource
@@ -101,6 +102,15 @@ class ExtractionPool:
         # One parse at a time on the same thread: a large body parses into many times its
         # size, and every new thread would keep a malloc arena of its own.
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-parse")
+        # Bodies past a small page's size wait here for their turn still spooled (on disk
+        # past the fetcher's SPOOL_BYTES), not read into memory while 32 slots queue for two
+        # processes: two per process in flight keep each busy.
+        self._turns = asyncio.Semaphore(2 * max(settings.processes, 1))
+
+    def turn(self, size: int) -> contextlib.AbstractAsyncContextManager[object]:
+        """Held while a body of `size` bytes is read and extracted: a turn among the bodies
+        in flight for a body past SMALL_PAGE_BYTES, nothing to wait for otherwise."""
+        return self._turns if size > SMALL_PAGE_BYTES else contextlib.nullcontext()
 
     async def extract(self, body: bytes, content_type: str | None, url: str | None) -> Document:
         """The body's Document; raises UnparseableContent, ExtractionTimeout, ExtractionFailed."""
