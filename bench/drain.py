@@ -173,10 +173,14 @@ async def latency(backend: str, target: Target, args: Any) -> dict:
     finally:
         workers.stop()
     pickups = await probe.pickups()
+    done = await probe.completions()
     await probe.database.dispose()
     return {
         "p50_ms": percentile(pickups, 0.5),
         "p99_ms": percentile(pickups, 0.99),
+        "done_p50_ms": percentile(done, 0.5),
+        "done_p99_ms": percentile(done, 0.99),
+        "worker_cpu_ms_per_job": cpu_between(first, last, workers.pids) * 1000 / total,
         "cores_busy": cores_busy(first, last),
         "other_cores": other_cores(
             first, last, cpu_between(first, last) + last.server - first.server

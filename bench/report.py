@@ -198,6 +198,15 @@ def processes_table(med: Median, args: Any) -> str:
     return f"Drain with more worker processes (medians):\n\n{table(headers, rows)}"
 
 
+CPU_PER_JOB = {
+    "latency": "worker_cpu_ms_per_job",
+    "serve": "serve_cpu_ms_per_job",
+    "serve-process": "serve_cpu_ms_per_job",
+}
+"""The CPU each pickup scenario spends per job: `ingest worker`'s alone, or all of `ingest
+serve` (API and worker, its child processes included), never the database's or target's."""
+
+
 def pickup_table(med: Median, args: Any) -> str:
     """Pickup latency: a separate `ingest worker` (submits from another process), and the
     embedded worker of `ingest serve` (submits through its own API)."""
@@ -215,8 +224,10 @@ def pickup_table(med: Median, args: Any) -> str:
                     how,
                     fmt(med(kind, name, 1, "p50_ms"), 1),
                     fmt(med(kind, name, 1, "p99_ms"), 1),
+                    fmt(med(kind, name, 1, "done_p50_ms"), 1),
                     fmt(med(kind, name, 1, "post_p50_ms"), 1),
                     fmt(med(kind, name, 1, "post_p99_ms"), 1),
+                    fmt(med(kind, name, 1, CPU_PER_JOB[kind]), 2),
                     fmt(med(kind, name, 1, "other_cores"), 2),
                 ]
             )
@@ -225,8 +236,10 @@ def pickup_table(med: Median, args: Any) -> str:
         "worker, submit",
         "pickup p50 ms",
         "pickup p99 ms",
+        "submit -> done p50 ms",
         "POST p50 ms",
         "POST p99 ms",
+        "CPU ms/job (ingest)",
         "not ours (cores)",
     ]
     title = (

@@ -151,7 +151,8 @@ async def embedded_pickup(backend: str, target: Target, args: Any, worker: str) 
         async with asyncio.timeout(args.timeout):
             await wait_until_done(probe, serve.check_alive)
         await asyncio.sleep(0.5)
-        watched = [serve.process.pid, *children(serve.process.pid), target.pid]
+        served = [serve.process.pid, *children(serve.process.pid)]
+        watched = [*served, target.pid]
         first = probe.sample(watched)
         posts = await serve.post_at(target, args.latency_rate, total, first=1)
         async with asyncio.timeout(args.timeout):
@@ -159,10 +160,15 @@ async def embedded_pickup(backend: str, target: Target, args: Any, worker: str) 
         last = probe.sample(watched)
     ours = cpu_between(first, last) + last.server - first.server
     pickups = await probe.pickups()
+    done = await probe.completions()
     await probe.database.dispose()
     return {
         "p50_ms": percentile(pickups, 0.5),
         "p99_ms": percentile(pickups, 0.99),
+        "done_p50_ms": percentile(done, 0.5),
+        "done_p99_ms": percentile(done, 0.99),
+        # API and worker (threads or child processes), not the database server nor the target.
+        "serve_cpu_ms_per_job": cpu_between(first, last, served) * 1000 / total,
         "post_p50_ms": percentile(posts, 0.5),
         "post_p99_ms": percentile(posts, 0.99),
         "cores_busy": cores_busy(first, last),

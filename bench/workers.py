@@ -162,6 +162,15 @@ class Probe:
         async with self.database.read() as conn:
             return [(s - c).total_seconds() * 1000 for c, s in await conn.execute(query)]
 
+    async def completions(self, tenant: str = "bench") -> list[float]:
+        """Submit -> done of each of `tenant`'s finished jobs, in ms: its finish minus its
+        creation."""
+        query = sa.select(jobs.c.created_at, jobs.c.finished_at).where(
+            jobs.c.tenant == tenant, jobs.c.finished_at.is_not(None)
+        )
+        async with self.database.read() as conn:
+            return [(f - c).total_seconds() * 1000 for c, f in await conn.execute(query)]
+
     async def find_server(self) -> None:
         """On PostgreSQL, remember the postmaster: the parent of our own backend."""
         if self.database.backend.name == "postgresql":
