@@ -1,8 +1,13 @@
 """Batched completion: finished attempts recorded many at a time, then reported.
 
 A fetch's outcome is handed over with `add` (it never waits); the `Completer` writes what
-has gathered once INGEST_RECORD_DELAY_SECONDS has passed, or at once when a slot's worth is
-waiting, in one transaction (`Queue.record`, fenced on each lease). Only a recorded outcome
+has gathered in one transaction (`Queue.record`, fenced on each lease), batching only when
+it pays (group commit):
+- while a write is in flight, what is added waits for the next one, which takes it all;
+- when the writer is free, an outcome is written at once if no other is on its way (no
+  fetch of the worker running, none queued: a lone job at a trickle pays no delay), or
+  once a slot's worth is waiting; otherwise the batch gathers for at most
+  INGEST_RECORD_DELAY_SECONDS, since other outcomes are coming. Only a recorded outcome
 counts: its log line and metrics, and the domain pause policy asks for, follow the write.
 Until then the job stays `running` under its lease, which the worker's heartbeat renews
 (`held`); if the process dies first, the lease runs out and the job is fetched again: at
@@ -48,6 +53,7 @@ class Completer:
         clock: Callable[[], datetime],
         rand: Callable[[], float] = random.random,
         on_recorded: Callable[[], None] = lambda: None,
+        on_their_way: Callable[[], int] = lambda: 0,
     ) -> None:
         self.queue = queue
         self.settings = settings
@@ -55,6 +61,8 @@ class Completer:
         self.rand = rand
         self.on_recorded = on_recorded
         """Called after outcomes were recorded: their domains' slots are free again."""
+        self.on_their_way = on_their_way
+        """How many more outcomes the worker will add soon (fetches running, jobs queued)."""
         self._waiting: list[Outcome] = []
         self._writing: list[Outcome] = []
         self._gathered = asyncio.Event()
@@ -76,7 +84,7 @@ class Completer:
         """Record `outcome` with the next batch."""
         self._waiting.append(outcome)
         self._gathered.set()
-        if len(self._waiting) >= self.settings.worker_concurrency:
+        if len(self._waiting) >= self.settings.worker_concurrency or self.on_their_way() == 0:
             self._full.set()
 
     def close(self) -> None:
@@ -89,7 +97,7 @@ class Completer:
         """Write batches until closed and nothing waits."""
         while True:
             await self._gathered.wait()
-            if not self._closing:
+            if not self._closing and not self._full.is_set():
                 try:
                     await asyncio.wait_for(self._full.wait(), self.settings.record_delay_seconds)
                 except TimeoutError:

@@ -158,6 +158,9 @@ class Lease:
     claimed_at: datetime
     due_at: datetime | None = None
     """When the job became claimable, for the queue-lag metric; None if the claim did not say."""
+    priority: int = 0
+    """The job's priority when claimed: a queued lease of a lower one than a job submitted
+    since is handed back (`app.worker`)."""
 
 
 @dataclass(frozen=True)
@@ -323,3 +326,21 @@ class WorkerPresence:
     queued: int
     """Claimed into its local queue, not started yet."""
     started_at: datetime
+
+
+# ---- wake-ups -----------------------------------------------------------------------------
+# A submit wakes the workers (in this process, a worker process through its pipe, others by
+# NOTIFY), telling them the highest priority submitted: a worker holding queued jobs of a
+# lower one hands them back, so the new job is not held behind them (`app.worker`).
+
+
+def wake_payload(priority: int | None) -> str:
+    """A wake-up's text (a NOTIFY payload, a line to a worker process): the highest
+    priority submitted, or empty when the waker does not say (a requeue)."""
+    return "" if priority is None else str(priority)
+
+
+def woken_for(*payloads: str) -> int | None:
+    """The highest priority the wake-ups' texts carry (`wake_payload`); None if none does."""
+    priorities = [int(p) for p in payloads if p.strip().lstrip("-").isdigit()]
+    return max(priorities, default=None)

@@ -299,8 +299,9 @@ def _released(outcome: Outcome) -> None:
         "job.released", outcome.lease, status=JobStatus.PENDING, outcome=AttemptOutcome.INTERRUPTED
     )
     log.info(
-        "%s interrupted: worker shutting down; handed back, due now, attempt not spent",
+        "%s interrupted: %s; handed back, due now, attempt not spent",
         _attempt(outcome.lease),
+        outcome.message,
         extra=fields,
     )
     if (metrics := _metrics.get()) is not None:

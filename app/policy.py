@@ -248,7 +248,21 @@ def handed_back(lease: Lease, now: datetime) -> Outcome:
     duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
     decision = Reschedule(None, spends_attempt=False)
     return Outcome(
-        lease, decision, AttemptOutcome.INTERRUPTED, duration_ms, message="worker shut down"
+        lease, decision, AttemptOutcome.INTERRUPTED, duration_ms, message="worker shutting down"
+    )
+
+
+def yielded(lease: Lease, now: datetime) -> Outcome:
+    """A queued job handed back before its fetch began, for a higher-priority job submitted
+    since: due again now, its attempt given back."""
+    duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
+    decision = Reschedule(None, spends_attempt=False)
+    return Outcome(
+        lease,
+        decision,
+        AttemptOutcome.INTERRUPTED,
+        duration_ms,
+        message="handed back for a higher priority",
     )
 
 

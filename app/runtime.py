@@ -22,7 +22,6 @@ import logging
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, TypeVar
 
 from app import observability
@@ -30,7 +29,6 @@ from app.clock import Clock, utc_now
 from app.fetch.fetcher import Fetcher
 from app.fetch.guard import Destinations, Resolver, system_resolver
 from app.keys import Keys
-from app.loop import Wakeup
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store.database import Database
@@ -133,9 +131,15 @@ class Runtime:
         background = Background()
         # A submit in this process wakes the worker at once: this process's, on the worker's
         # loop, or the child's, through its pipe.
-        wakeup = Wakeup()
         child = WorkerProcess(settings) if run_worker and in_a_process else None
-        on_submit = child.wake if child else partial(background.call, wakeup.set)
+
+        def on_submit(priority: int | None) -> None:
+            if child is not None:
+                child.wake(priority)
+            elif runtime.worker is not None:
+                worker = runtime.worker
+                background.call(lambda: worker.submitted(priority))
+
         jobs = JobStore(database, clock, on_submit, settings.domain_max_in_flight)
         runtime = cls(
             settings,
@@ -155,7 +159,7 @@ class Runtime:
             beside = runtime.worker_database = database.beside()
             runtime.fetcher = Fetcher(settings, resolver=resolver)
             queue = Queue(beside, settings)
-            runtime.worker = Worker(queue, runtime.fetcher, settings, clock, wakeup=wakeup)
+            runtime.worker = Worker(queue, runtime.fetcher, settings, clock)
             runtime.deliverer = Deliverer(
                 DeliveryStore(beside),
                 JobStore(beside, clock),
@@ -179,7 +183,7 @@ class Runtime:
     async def _start_background(self, metrics: Metrics) -> None:
         assert self.worker and self.deliverer and self.worker_database
         # Other processes' submits wake this worker through the database (PostgreSQL).
-        listening = self.worker_database.backend.listen(self.worker.notify)
+        listening = self.worker_database.backend.listen(self.worker.submitted)
         await self._listening.enter_async_context(listening)
         # The extraction processes start beside the worker's first claims, not in the way of
         # the first page that needs them (starting them costs about a second).
@@ -199,10 +203,11 @@ class Runtime:
     async def _worker_ended(self) -> None:
         await self._running[0]
 
-    def wake_worker(self) -> None:
-        """Something may be due now (a submit to the `ingest serve` whose worker process this
-        is): wake the worker the way a submit in this process does."""
-        self.jobs.on_submit()
+    def wake_worker(self, priority: int | None) -> None:
+        """Something may be due now (a submit of jobs up to `priority` to the `ingest serve`
+        whose worker process this is): wake the worker the way a submit in this process
+        does."""
+        self.jobs.on_submit(priority)
 
     def stop_worker(self) -> None:
         """Stop claiming (from any thread: a signal handler may call this); `stop` finishes

@@ -205,12 +205,21 @@ class Settings(BaseSettings):
         description="Jobs a worker claims ahead of its free slots (its local queue, leased "
         "like running ones); empty: twice INGEST_WORKER_CONCURRENCY.",
     )
+    worker_prefetch_seconds: float = Field(
+        0.25,
+        ge=0,
+        le=10,
+        description="The most work the local queue holds (queued jobs × recent mean fetch "
+        "time ÷ slots), so a higher-priority job submitted later, or one just due, waits at "
+        "most about this long behind queued ones; 0: claim only for free slots.",
+    )
     record_delay_seconds: float = Field(
         0.01,
         ge=0,
         le=1,
-        description="Finished jobs wait this long to be recorded together in one "
-        "transaction (at once when a slot's worth is waiting).",
+        description="While other fetches still run, a finished job waits at most this "
+        "long to be recorded with them in one transaction (at once when it is the last one "
+        "running or a slot's worth is waiting).",
     )
 
     # Retry policy

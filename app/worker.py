@@ -3,7 +3,9 @@
 `tick()` is one pass of the loop (`app.loop`): take back expired leases now and then, prune
 now and then, and top up the local queue with one claim of many jobs. Slots take jobs from
 the local queue without a round trip (graphile-worker's "local queue"); a claim runs only
-when the queue has room for a good batch, or when a slot would otherwise idle. Each job
+when the queue has room for a good batch, or when a slot would otherwise idle. The queue
+holds only as much work as the slots finish in INGEST_WORKER_PREFETCH_SECONDS
+(`app.prefetch`), so a priority submitted later is not held behind it for long. Each job
 runs in a task of its own: fetch it (`app.fetch`), let policy settle the outcome
 (`app.policy.settle`) and hand it to the completer (`app.completer`), which records many
 at once and then logs and counts them ("batched completion").
@@ -41,6 +43,7 @@ from app.completer import Completer
 from app.fetch.fetcher import Fetcher
 from app.loop import Held, Loop, Wakeup
 from app.model import Lease, WorkerPresence
+from app.prefetch import FetchTimes, prefetch_limit
 from app.settings import Settings
 from app.store.queue import Queue
 from app.wording import counted, error_line, seconds
@@ -72,27 +75,70 @@ class Worker:
         self.id = new_worker_id()
         self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup, role="worker")
         # A record frees domain slots a claim may have found full: look again then.
-        self.completer = Completer(queue, settings, clock, rand, on_recorded=self.notify)
+        self.completer = Completer(
+            queue, settings, clock, rand, on_recorded=self.notify, on_their_way=self._on_their_way
+        )
         self.rand = rand
+        self._fetch_times = FetchTimes()
+        self._unsettled = 0
+        """Fetches started whose outcome is not handed to the completer yet."""
         self._queued: deque[Lease] = deque()
         self._running: dict[asyncio.Task[None], Lease] = {}
         self._abandoned: set[Lease] = set()
         self._more_due = False
+        self._waiting_for_room = False
+        """The last pass left due jobs unclaimed for lack of room: a finishing job wakes it."""
+        self._submitted = False
+        """Jobs were submitted since the last claim: the next one need not look first."""
+        self._submitted_priority: int | None = None
+        """The highest priority submitted since the last claim began."""
         self._next_take_back = clock()
         self._next_prune = clock() + PRUNE_INTERVAL
         self._started_at = clock()
 
     def notify(self) -> None:
-        """Something may be due now (a job was submitted, a slot freed): look again."""
+        """Something may be due now (a slot freed, a domain's fetches recorded): look again."""
         self.loop.notify()
+
+    def submitted(self, priority: int | None) -> None:
+        """Jobs were submitted, up to `priority` if the waker says: queued jobs of a lower
+        priority go back (their fetches have not begun), so the new ones are claimed as the
+        next slot frees instead of waiting behind them; then look again."""
+        if priority is not None:
+            self._submitted_priority = max(priority, self._submitted_priority or priority)
+            self._yield_to(priority)
+        self._submitted = True
+        self.loop.notify()
+
+    def _yield_to(self, priority: int) -> None:
+        """Hand back the queued jobs of a priority below `priority`."""
+        if self.loop.stopping.is_set():
+            return
+        lower = [lease for lease in self._queued if lease.priority < priority]
+        now = self.clock()
+        for lease in lower:
+            self._queued.remove(lease)
+            self.completer.add(policy.yielded(lease, now))
 
     def stop(self) -> None:
         """Stop claiming; `run` then drains in-flight fetches and returns."""
         self.loop.stop()
 
+    def _on_their_way(self) -> int:
+        """Outcomes the completer will get soon: fetches running, and jobs queued for a slot
+        (a slot that just finished starts the next one only after its outcome is added)."""
+        return self._unsettled + len(self._queued)
+
     @property
     def _capacity(self) -> int:
-        return self.settings.worker_concurrency + self.settings.prefetch
+        """Slots, and the local queue as long as its expected work allows (`app.prefetch`)."""
+        slots = self.settings.worker_concurrency
+        return slots + prefetch_limit(
+            slots,
+            self._fetch_times.mean,
+            self.settings.worker_prefetch_seconds,
+            self.settings.prefetch,
+        )
 
     async def run(self) -> None:
         self._started_at = self.clock()
@@ -138,13 +184,22 @@ class Worker:
         room = self._capacity - len(self._running) - len(self._queued)
         idle_slot = not self._queued and len(self._running) < self.settings.worker_concurrency
         if not idle_slot and room < self._refill_at:
-            return self._max_wait  # a finishing job wakes the loop when there is room
+            self._waiting_for_room = True  # a finishing job wakes the loop when there is room
+            return self._max_wait
+        # After a full claim or a submit there surely is something to claim: no look first.
+        look_first = not (self._more_due or self._submitted)
+        self._waiting_for_room = self._submitted = False
+        self._submitted_priority = None
         leases = await self.queue.claim(
-            self.id, room, now, self.settings.lease_seconds, look_first=not self._more_due
+            self.id, room, now, self.settings.lease_seconds, look_first=look_first
         )
         for lease in leases:
             events.job_started(lease)
         self._queued.extend(leases)
+        if self._submitted_priority is not None:
+            # Submitted while this claim ran, perhaps too late for it: what it took of a
+            # lower priority goes back too, as what was queued before did.
+            self._yield_to(self._submitted_priority)
         self._start_queued()
         # A full claim leaves more behind: the next one need not look first.
         self._more_due = len(leases) == room
@@ -173,22 +228,31 @@ class Worker:
             log.error("worker %s: job task failed", self.id, exc_info=task.exception())
         if not self.loop.stopping.is_set():
             self._start_queued()
-        if self._capacity - len(self._running) - len(self._queued) >= self._refill_at:
+        # A freed slot matters only if due jobs were left for lack of room: the last claim
+        # took all it could (more are due), or a pass found no room. Otherwise everything
+        # due was claimed, and a pass now would only look and find nothing.
+        more = self._more_due or self._waiting_for_room
+        if more and self._capacity - len(self._running) - len(self._queued) >= self._refill_at:
             self.notify()
 
     async def _process(self, lease: Lease) -> None:
         started = time.monotonic()
+        self._unsettled += 1
         try:
             result = await self.fetcher.fetch(lease.url)
-            duration_ms = int((time.monotonic() - started) * 1000)
-            now = self.clock()
-            outcome = policy.settle(lease, result, duration_ms, now, self.settings, self.rand)
+            took = time.monotonic() - started
+            self._fetch_times.add(took)
+            outcome = policy.settle(
+                lease, result, int(took * 1000), self.clock(), self.settings, self.rand
+            )
         except asyncio.CancelledError:
+            self._unsettled -= 1
             if lease not in self._abandoned:
                 self.completer.add(policy.handed_back(lease, self.clock()))
             raise
         except Exception as exc:  # a bug must not leave the job running until its lease ends
             outcome = policy.unsettled(lease, exc, int((time.monotonic() - started) * 1000))
+        self._unsettled -= 1
         # Handed over at once: the outcome is recorded even if the task is cancelled now.
         self.completer.add(outcome)
 

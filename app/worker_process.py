@@ -11,13 +11,13 @@ run it with every secret serve holds). It is given what a worker needs and no mo
 first line of its standard input is its `Handoff` (serve's settings less its API's, the API
 keys above all, and the digests of the admin keys its metrics port accepts), and its
 environment is serve's without the INGEST_* variables (INGEST_API_KEYS among them). Each
-byte after that line is a wake-up, one per submit to serve's API (SQLite has no NOTIFY to
-carry it to another process). When its input ends (serve stops, or dies) it stops as on
-SIGTERM: its jobs in flight finish or go back, and no worker outlives its API. It runs in a
-session of its own, so a terminal's Ctrl-C reaches serve alone, which then stops it. If it
-exits while serve runs, serve logs how and starts another, after a wait that grows with the
-crashes in a row; one that stopped cleanly (it was sent SIGTERM itself) is not started
-again.
+line after that one is a wake-up, one per submit to serve's API, carrying the highest
+priority submitted (SQLite has no NOTIFY to carry it to another process). When its input
+ends (serve stops, or dies) it stops as on SIGTERM: its jobs in flight finish or go back, and
+no worker outlives its API. It runs in a session of its own, so a terminal's Ctrl-C reaches
+serve alone, which then stops it. If it exits while serve runs, serve logs how and starts
+another, after a wait that grows with the crashes in a row; one that stopped cleanly (it was
+sent SIGTERM itself) is not started again.
 """
 
 import asyncio
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from app.keys import Keys
 from app.loop import error_wait
+from app.model import wake_payload
 from app.settings import Settings
 
 log = logging.getLogger("ingest.runtime")
@@ -93,13 +94,16 @@ class WorkerProcess:
         """Start the child, and another whenever it crashes, until `stop`."""
         self._running = asyncio.create_task(self._run(), name="worker process")
 
-    def wake(self) -> None:
-        """Tell the child something may be due now (a submit): one byte, unless the pipe
-        still holds unread ones (they wake it all the same)."""
+    def wake(self, priority: int | None) -> None:
+        """Tell the child something may be due now (a submit): a line with the highest
+        priority submitted (`app.model.wake_payload`), unless the pipe still holds unread
+        lines (they wake it all the same) and this one says no higher priority."""
         stdin = self._process.stdin if self._process else None
-        if stdin is None or stdin.is_closing() or stdin.transport.get_write_buffer_size():
+        if stdin is None or stdin.is_closing():
             return
-        stdin.write(b"\n")
+        if stdin.transport.get_write_buffer_size() and (priority or 0) <= 0:
+            return
+        stdin.write(wake_payload(priority).encode() + b"\n")
 
     async def stop(self) -> None:
         """End the child's input and wait for it to stop (killed if it takes too long)."""

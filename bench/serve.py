@@ -20,7 +20,6 @@ import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -151,7 +150,9 @@ async def embedded_pickup(backend: str, target: Target, args: Any, worker: str) 
         async with asyncio.timeout(args.timeout):
             await wait_until_done(probe, serve.check_alive)
         await asyncio.sleep(0.5)
-        served = [serve.process.pid, *children(serve.process.pid)]
+        # A sample counts a process with its descendants (serve's worker process and the
+        # extraction processes): serve's own pid covers them all.
+        served = [serve.process.pid]
         watched = [*served, target.pid]
         first = probe.sample(watched)
         posts = await serve.post_at(target, args.latency_rate, total, first=1)
@@ -197,12 +198,6 @@ PICKUP_ARRANGEMENTS = {"serve": "thread", "serve-process": "process"}
 """The serve scenario's runs, likewise."""
 
 
-def children(pid: int) -> list[int]:
-    """The processes `pid` started (serve's worker process)."""
-    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    return [int(child) for child in text.split()]
-
-
 async def submit_while_draining(backend: str, target: Target, args: Any, worker: str) -> dict:
     """POSTs while the backlog drains; `worker`: serve's own in a `thread` or a child
     `process`, or `apart` (one `ingest worker`, serve running none)."""
@@ -218,7 +213,7 @@ async def submit_while_draining(backend: str, target: Target, args: Any, worker:
                 await wait_for_first_claim(probe, workers.check_alive)
             elif worker == "process":
                 await wait_for_first_claim(probe, serve.check_alive)
-            pids = [serve.process.pid, *children(serve.process.pid)]
+            pids = [serve.process.pid]  # with its descendants, as a sample counts it
             watched = [*pids, target.pid, *(workers.pids if workers else [])]
             first = probe.sample(watched)
             before, _ = await probe.unfinished()

@@ -20,6 +20,7 @@ import typer
 from app.cli.runner import fail, load_settings, one_line, require_schema, run_on_database
 from app.keys import Keys
 from app.metrics import Metrics
+from app.model import woken_for
 from app.observability import configure_logging
 from app.settings import Settings
 from app.worker_process import Handoff
@@ -239,8 +240,10 @@ async def _serve_parent(runtime: "Runtime") -> None:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
 
     async def listen() -> None:
-        while await reader.read(4096):
-            runtime.wake_worker()
+        # Each line is a wake-up (`WorkerProcess.wake`); those read at once wake it once,
+        # with the highest priority any of them carries.
+        while chunk := await reader.read(4096):
+            runtime.wake_worker(woken_for(*chunk.decode("ascii", "replace").split("\n")))
         runtime.stop_worker()
 
     listening = asyncio.create_task(listen())

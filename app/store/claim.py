@@ -351,6 +351,7 @@ def claim_in(
             now,
             # When it became due, read before the claim overwrote it: for the queue-lag metric.
             c.due_since,
+            c.priority,
         )
         for c in chosen
         for job in [leasable[c.id]]

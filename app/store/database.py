@@ -60,10 +60,11 @@ class Database:
         when it raises. `work` issues its statements and computes nothing else."""
         return await self.backend.transact(self.engine, work)
 
-    async def insert_and_wake(self, writes: Sequence[NewRows]) -> None:
+    async def insert_and_wake(self, writes: Sequence[NewRows], priority: int | None = None) -> None:
         """Insert every write's rows, all or nothing, and wake the workers of other
-        processes where the backend can (`Backend.insert_and_wake`)."""
-        await self.backend.insert_and_wake(self.engine, writes)
+        processes where the backend can (`Backend.insert_and_wake`), telling them the
+        highest `priority` submitted."""
+        await self.backend.insert_and_wake(self.engine, writes, priority)
 
     async def ping(self) -> None:
         async with self.read() as conn:

@@ -69,6 +69,8 @@ from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
 from app.database_url import parsed
+from app.model import wake_payload, woken_for
+from app.store.wake_sockets import WakeSockets
 
 log = logging.getLogger("ingest.store")
 
@@ -109,6 +111,8 @@ class SQLiteBackend:
         event.listen(self._writer, "connect", _configure_sqlite)
         event.listen(self._writer, "connect", _configure_writer)
         event.listen(self._writer, "begin", _begin_sqlite)
+        database = self.url.database
+        self._wake = WakeSockets(database) if database and database != ":memory:" else None
 
     def create_engine(self, pool_size: int) -> AsyncEngine:
         """The engine of reads (aiosqlite); writes have their own (`transact`)."""
@@ -136,6 +140,8 @@ class SQLiteBackend:
     async def dispose(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._writer_thread, self._writer.dispose)
         self._writer_thread.shutdown(wait=False)
+        if self._wake is not None:
+            self._wake.close()
 
     def updates(self, statement: sa.Update, rows: Sequence[dict[str, Any]]) -> "Writes":
         """`statement` once per row of parameters (each row's keys its bound parameters'),
@@ -166,9 +172,12 @@ class SQLiteBackend:
             ]
         )
 
-    async def insert_and_wake(self, engine: AsyncEngine, writes: Sequence[NewRows]) -> None:
-        """Insert every write's rows, all or nothing. No other process is woken: SQLite
-        has no NOTIFY, they poll. Compiled in the writer thread, unlike a record's: on the
+    async def insert_and_wake(
+        self, engine: AsyncEngine, writes: Sequence[NewRows], priority: int | None = None
+    ) -> None:
+        """Insert every write's rows, all or nothing, then wake the workers of other
+        processes on this host (`app.store.wake_sockets`: SQLite has no NOTIFY; those of
+        other hosts poll). Compiled in the writer thread, unlike a record's: on the
         API's loop, the first batch of a new size would hold every request for the
         compile (a statement over 256 rows takes 75-175 ms)."""
 
@@ -177,6 +186,8 @@ class SQLiteBackend:
                 self.inserts(write.table, write.rows, write.skip_existing).run(conn)
 
         await self.transact(engine, insert)
+        if self._wake is not None:
+            self._wake.wake(priority)
 
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
@@ -194,11 +205,18 @@ class SQLiteBackend:
         await self.transact(engine, _rewrite_schema_version)
 
     def notify(self, conn: sa.Connection) -> None:
-        """No cross-process signal: other processes poll."""
+        """No cross-process signal for a requeue (it would reach workers before the commit):
+        other processes see it at their next poll."""
 
     @contextlib.asynccontextmanager
-    async def listen(self, on_notify: Callable[[], None]) -> AsyncIterator[None]:
-        yield
+    async def listen(self, on_notify: Callable[[int | None], None]) -> AsyncIterator[None]:
+        """Call `on_notify` whenever a process of this host submits a job, while the block
+        runs (`app.store.wake_sockets`)."""
+        if self._wake is None:
+            yield
+            return
+        async with self._wake.listening(on_notify):
+            yield
 
 
 MAX_GIVEN_ROWS = 256
@@ -468,8 +486,11 @@ class PostgresBackend:
             return _ExecuteMany(_pg_insert_missing_each(table, tuple(rows[0])), rows)
         return _ExecuteMany(sa.insert(table), rows)
 
-    async def insert_and_wake(self, engine: AsyncEngine, writes: Sequence[NewRows]) -> None:
-        """Insert every write's rows, all or nothing, and wake the workers that LISTEN.
+    async def insert_and_wake(
+        self, engine: AsyncEngine, writes: Sequence[NewRows], priority: int | None = None
+    ) -> None:
+        """Insert every write's rows, all or nothing, and wake the workers that LISTEN,
+        telling them the highest `priority` submitted (the NOTIFY's payload).
 
         One statement (an INSERT per table as a CTE, over the rows sent as arrays, one per
         column, and NOTIFY as `pg_notify`) in a transaction of its own: one round trip, of
@@ -478,11 +499,12 @@ class PostgresBackend:
         for the worker's thread to let go of the interpreter lock."""
         writes = [write for write in writes if write.rows]
         shape = tuple((w.table, tuple(w.rows[0]), w.skip_existing) for w in writes)
-        params = {
+        params: dict[str, Any] = {
             _column_of(write.table, key): [row[key] for row in write.rows]
             for write in writes
             for key in write.rows[0]
         }
+        params[WAKE_PAYLOAD] = wake_payload(priority)
         async with engine.connect() as conn:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
             await conn.execute(_pg_insert_and_wake(shape), params)
@@ -498,8 +520,9 @@ class PostgresBackend:
         conn.execute(sa.text(f"NOTIFY {NOTIFY_CHANNEL}"))
 
     @contextlib.asynccontextmanager
-    async def listen(self, on_notify: Callable[[], None]) -> AsyncIterator[None]:
-        """Call `on_notify` whenever any process submits a job, while the block runs.
+    async def listen(self, on_notify: Callable[[int | None], None]) -> AsyncIterator[None]:
+        """Call `on_notify` whenever any process submits a job, while the block runs, with
+        the highest priority submitted if the submit said it (`wake_payload`).
 
         The LISTEN connection is kept open: one that drops (the server restarted, the
         backend was terminated, the network went away) is reopened after a wait growing
@@ -519,7 +542,9 @@ class PostgresBackend:
             with contextlib.suppress(asyncio.CancelledError):
                 await keeping
 
-    async def _keep_listening(self, on_notify: Callable[[], None], stopping: asyncio.Event) -> None:
+    async def _keep_listening(
+        self, on_notify: Callable[[int | None], None], stopping: asyncio.Event
+    ) -> None:
         dsn = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
         failures = 0
         while not stopping.is_set():
@@ -542,16 +567,18 @@ class PostgresBackend:
             await asyncio.sleep(listen_wait(failures))
 
     async def _listen_on(
-        self, connection: asyncpg.Connection, on_notify: Callable[[], None], back: bool
+        self, connection: asyncpg.Connection, on_notify: Callable[[int | None], None], back: bool
     ) -> str:
         """LISTEN on `connection` until it is lost; why it was."""
         closed = asyncio.Event()
         connection.add_termination_listener(lambda _: closed.set())
         try:
-            await connection.add_listener(NOTIFY_CHANNEL, lambda *_: on_notify())
+            await connection.add_listener(
+                NOTIFY_CHANNEL, lambda *args: on_notify(woken_for(args[-1]))
+            )
             if back:
                 log.info("LISTEN connection back")
-                on_notify()
+                on_notify(None)
             while not closed.is_set():
                 try:
                     await asyncio.wait_for(closed.wait(), LISTEN_PING_SECONDS)
@@ -607,7 +634,12 @@ def _pg_insert_and_wake(
         if skip_existing:
             insert = insert.on_conflict_do_nothing()
         inserts.append(insert.cte(f"new_{table.name}"))
-    return sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, "")).add_cte(*inserts)
+    payload = sa.bindparam(WAKE_PAYLOAD, type_=sa.String)
+    return sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)).add_cte(*inserts)
+
+
+WAKE_PAYLOAD = "wake_payload"
+"""The bound parameter of a submit's NOTIFY payload."""
 
 
 LISTEN_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)

@@ -139,13 +139,14 @@ class JobStore:
         self,
         database: Database,
         clock: Callable[[], datetime],
-        on_submit: Callable[[], None] = lambda: None,
+        on_submit: Callable[[int | None], None] = lambda _: None,
         domain_max_in_flight: int | None = None,
     ) -> None:
         self.db = database
         self.clock = clock
         self.on_submit = on_submit
-        """Called after new work is committed: wakes the worker in this process."""
+        """Called after new work is committed: wakes the worker in this process, with the
+        highest priority submitted (None when the work is not new jobs: a requeue)."""
         self.domain_max_in_flight = domain_max_in_flight
         """INGEST_DOMAIN_MAX_IN_FLIGHT, to say when a job waits for its domain's fetches to
         end; None: not said."""
@@ -182,14 +183,16 @@ class JobStore:
         new_domains = [new_domain(d) for d in sorted({r["domain"] for r in rows})]
         new_tenants = [{"tenant": t} for t in sorted({r["tenant"] for r in rows})]
 
+        top = max(row["priority"] for row in rows)
         await self.db.insert_and_wake(
             [
                 NewRows(jobs, rows),
                 NewRows(domains, new_domains, skip_existing=True),
                 NewRows(tenants, new_tenants, skip_existing=True),
-            ]
+            ],
+            top,
         )
-        self.on_submit()
+        self.on_submit(top)
         # Not read back: a new job says it is not due yet, never what its domain does.
         return [
             _job(row).held_back_by(waiting_for(row["retry_after"], None, now, None)) for row in rows
@@ -379,7 +382,7 @@ class JobStore:
         stmt = sa.update(jobs).where(jobs.c.id == job_id, jobs.c.status == job.status)
         if not await self.db.transact(self._changed_and_notified(stmt.values(**values))):
             raise StateConflict(job_id, "changing", "retry")
-        self.on_submit()
+        self.on_submit(None)
         return await self.get(job_id)
 
     def _changed_and_notified(self, stmt: sa.Update) -> Callable[[sa.Connection], int]:
@@ -414,7 +417,7 @@ class JobStore:
             self._changed_and_notified(stmt.values(**_fresh_budget(self.clock())))
         )
         if count:
-            self.on_submit()
+            self.on_submit(None)
         return count
 
     async def delete_all(
