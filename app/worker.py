@@ -105,7 +105,8 @@ class Worker:
         priority go back (their fetches have not begun), so the new ones are claimed as the
         next slot frees instead of waiting behind them; then look again."""
         if priority is not None:
-            self._submitted_priority = max(priority, self._submitted_priority or priority)
+            if self._submitted_priority is None or priority > self._submitted_priority:
+                self._submitted_priority = priority
             self._yield_to(priority)
         self._submitted = True
         self.loop.notify()

@@ -324,8 +324,9 @@ def main() -> None:
     add(
         "--poll-ms",
         type=float,
-        default=50.0,
-        help="INGEST_POLL_INTERVAL_SECONDS of the workers, in ms (default 50)",
+        default=2000.0,
+        help="INGEST_POLL_INTERVAL_SECONDS of the workers, in ms (default 2000, as shipped: "
+        "submits wake them)",
     )
     add("--latency-rate", type=float, default=50.0, help="jobs/s (default 50)")
     add(
