@@ -52,7 +52,7 @@ class Completer:
         settings: Settings,
         clock: Callable[[], datetime],
         rand: Callable[[], float] = random.random,
-        on_recorded: Callable[[], None] = lambda: None,
+        on_recorded: Callable[[Sequence[Outcome]], None] = lambda _: None,
         on_their_way: Callable[[], int] = lambda: 0,
     ) -> None:
         self.queue = queue
@@ -60,7 +60,8 @@ class Completer:
         self.clock = clock
         self.rand = rand
         self.on_recorded = on_recorded
-        """Called after outcomes were recorded: their domains' slots are free again."""
+        """Called with the outcomes just recorded: their domains' slots are free again, and
+        some jobs may be pending again."""
         self.on_their_way = on_their_way
         """How many more outcomes the worker will add soon (fetches running, jobs queued)."""
         self._waiting: list[Outcome] = []
@@ -186,7 +187,7 @@ class Completer:
         now = self.clock()
         recorded = await self.queue.record(outcomes, now)
         if recorded.outcomes:
-            self.on_recorded()
+            self.on_recorded(recorded.outcomes)
         kept = {outcome.lease for outcome in recorded.outcomes}
         for outcome in outcomes:
             if outcome.lease in kept:

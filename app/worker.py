@@ -33,8 +33,8 @@ import random
 import socket
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from app import __version__, policy
@@ -42,7 +42,7 @@ from app import observability as events
 from app.completer import Completer
 from app.fetch.fetcher import Fetcher
 from app.loop import Held, Loop, Wakeup
-from app.model import Lease, WorkerPresence
+from app.model import Lease, Outcome, Reschedule, WorkerPresence
 from app.prefetch import FetchTimes, prefetch_limit
 from app.settings import Settings
 from app.store.queue import Queue
@@ -74,9 +74,13 @@ class Worker:
         self.clock = clock
         self.id = new_worker_id()
         self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup, role="worker")
-        # A record frees domain slots a claim may have found full: look again then.
         self.completer = Completer(
-            queue, settings, clock, rand, on_recorded=self.notify, on_their_way=self._on_their_way
+            queue,
+            settings,
+            clock,
+            rand,
+            on_recorded=self._recorded,
+            on_their_way=self._on_their_way,
         )
         self.rand = rand
         self._fetch_times = FetchTimes()
@@ -124,6 +128,23 @@ class Worker:
     def stop(self) -> None:
         """Stop claiming; `run` then drains in-flight fetches and returns."""
         self.loop.stop()
+
+    def _recorded(self, outcomes: Sequence[Outcome]) -> None:
+        """Look again if what was just recorded may have made a job claimable: a job pending
+        again (a retry, a deferral, a hand-back), a domain this worker had filled to its
+        in-flight limit (others' records wake them), or any domain when starts are spaced
+        (INGEST_DOMAIN_MIN_INTERVAL_SECONDS). A success or a death at a trickle frees
+        nothing anyone waits for: no pass, which would only look and find nothing."""
+        if self.settings.domain_min_interval_seconds or any(
+            isinstance(outcome.decision, Reschedule) for outcome in outcomes
+        ):
+            self.notify()
+            return
+        held = Counter(lease.domain for lease in (*self._running.values(), *self._queued))
+        held.update(outcome.lease.domain for outcome in outcomes)
+        limit = self.settings.domain_max_in_flight
+        if any(held[outcome.lease.domain] >= limit for outcome in outcomes):
+            self.notify()
 
     def _on_their_way(self) -> int:
         """Outcomes the completer will get soon: fetches running, and jobs queued for a slot
