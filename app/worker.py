@@ -94,6 +94,9 @@ class Worker:
         """The last pass left due jobs unclaimed for lack of room: a finishing job wakes it."""
         self._submitted = False
         """Jobs were submitted since the last claim: the next one need not look first."""
+        self._held_back = False
+        """A pass was held back while the completer could not record: its next record
+        wakes the loop."""
         self._submitted_priority: int | None = None
         """The highest priority submitted since the last claim began."""
         self._next_take_back = clock()
@@ -134,10 +137,14 @@ class Worker:
         again (a retry, a deferral, a hand-back), a domain this worker had filled to its
         in-flight limit (others' records wake them), or any domain when starts are spaced
         (INGEST_DOMAIN_MIN_INTERVAL_SECONDS). A success or a death at a trickle frees
-        nothing anyone waits for: no pass, which would only look and find nothing."""
-        if self.settings.domain_min_interval_seconds or any(
-            isinstance(outcome.decision, Reschedule) for outcome in outcomes
+        nothing anyone waits for: no pass, which would only look and find nothing. After
+        passes held back while records failed, the first record wakes it: claims resume."""
+        if (
+            self._held_back
+            or self.settings.domain_min_interval_seconds
+            or any(isinstance(outcome.decision, Reschedule) for outcome in outcomes)
         ):
+            self._held_back = False
             self.notify()
             return
         held = Counter(lease.domain for lease in (*self._running.values(), *self._queued))
@@ -195,6 +202,7 @@ class Worker:
         again): what this worker fetched now could not be recorded either. Held, so the
         loop does not call that a recovery; the completer's next record wakes it."""
         if self.completer.failing:
+            self._held_back = True
             return Held(self._max_wait)
         now = self.clock()
         if now >= self._next_take_back:
