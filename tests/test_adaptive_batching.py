@@ -83,7 +83,8 @@ def _seconds(start: str, end: str) -> float:
 async def test_a_worker_apart_is_woken_by_another_processes_submit(database_url, web, tmp_path):
     """An `ingest worker` in a process of its own, polling once a minute, fetches a job
     another process submits within seconds: woken by NOTIFY on PostgreSQL, by a datagram to
-    its socket on SQLite."""
+    its socket on SQLite; the same for a dead job requeued."""
+    requeued = web.script("/requeued", Reply(404), Reply(200))
     rare_polls = {"poll_interval_seconds": 60.0, "lease_seconds": 120.0}
     async with Ledger(database_url) as ledger:
         with started("worker", tmp_path / "worker.log", database_url, **rare_polls) as worker:
@@ -94,7 +95,12 @@ async def test_a_worker_apart_is_woken_by_another_processes_submit(database_url,
             for i in range(2):
                 await ledger.submit([web.url(f"/woken/{i}")])
                 await ledger.until_all("succeeded", i + 1, timeout=WOKEN_WITHIN_SECONDS)
-    assert [1, 1] == [web.count(f"/woken/{i}") for i in range(2)]
+            # A requeue wakes it too, once committed.
+            (dead,) = await ledger.submit([requeued], max_attempts=1)
+            await ledger.until_all("dead", 1, timeout=WOKEN_WITHIN_SECONDS)
+            await ledger.store.retry(dead)
+            await ledger.until_all("succeeded", 3, timeout=WOKEN_WITHIN_SECONDS)
+    assert [1, 1, 2] == [web.count(f"/woken/{i}") for i in range(2)] + [web.count("/requeued")]
 
 
 WOKEN_WITHIN_SECONDS = 20.0

@@ -135,7 +135,13 @@ class SQLiteBackend:
 
     def _run(self, work: Callable[[sa.Connection], T]) -> T:
         with self._writer.begin() as conn:
-            return work(conn)
+            conn.info.pop(WAKE_AFTER_COMMIT, None)  # left by a transaction rolled back
+            result = work(conn)
+            wake = conn.info.pop(WAKE_AFTER_COMMIT, False)
+        # Committed: what `notify` asked for may wake the other processes' workers now.
+        if wake and self._wake is not None:
+            self._wake.wake(None)
+        return result
 
     async def dispose(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._writer_thread, self._writer.dispose)
@@ -205,8 +211,9 @@ class SQLiteBackend:
         await self.transact(engine, _rewrite_schema_version)
 
     def notify(self, conn: sa.Connection) -> None:
-        """No cross-process signal for a requeue (it would reach workers before the commit):
-        other processes see it at their next poll."""
+        """Wake the workers of other processes on this host once this transaction commits
+        (a requeue, a domain resumed): before, they would look and not see it."""
+        conn.info[WAKE_AFTER_COMMIT] = True
 
     @contextlib.asynccontextmanager
     async def listen(self, on_notify: Callable[[int | None], None]) -> AsyncIterator[None]:
@@ -637,6 +644,9 @@ def _pg_insert_and_wake(
     payload = sa.bindparam(WAKE_PAYLOAD, type_=sa.String)
     return sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)).add_cte(*inserts)
 
+
+WAKE_AFTER_COMMIT = "ingest_wake_after_commit"
+"""The flag `SQLiteBackend.notify` leaves on a write transaction's connection."""
 
 WAKE_PAYLOAD = "wake_payload"
 """The bound parameter of a submit's NOTIFY payload."""
