@@ -146,7 +146,7 @@ class Runtime:
             clock,
             database,
             jobs,
-            DomainStore(database, clock),
+            DomainStore(database, clock, on_submit),
             DeliveryStore(database),
             ContentStore(database),
             WorkerStore(database, clock),

@@ -449,6 +449,9 @@ class PostgresBackend:
 
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="postgresql+asyncpg")
+        self._own_sessions: set[int] = set()
+        """The server process ids of this process's connections: a NOTIFY one of them sent
+        is this process's own submit, whose worker it woke directly."""
 
     def create_engine(self, pool_size: int) -> AsyncEngine:
         # At most `pool_size` connections per process (INGEST_DATABASE_POOL_SIZE), and one
@@ -457,12 +460,24 @@ class PostgresBackend:
         # that died is invalidated on its first error, and the loop's retry uses a new one.
         # A connect gives up after CONNECT_TIMEOUT_SECONDS (asyncpg's own is 60): a server
         # that drops packets makes a request answer 503 in seconds, not hang for a minute.
-        return create_async_engine(
+        engine = create_async_engine(
             self.url,
             pool_size=pool_size,
             max_overflow=0,
             connect_args={"timeout": CONNECT_TIMEOUT_SECONDS},
         )
+        own = self._own_sessions
+        event.listen(
+            engine.sync_engine,
+            "connect",
+            lambda connection, _: own.add(connection.driver_connection.get_server_pid()),
+        )
+        event.listen(
+            engine.sync_engine,
+            "close",
+            lambda connection, _: own.discard(connection.driver_connection.get_server_pid()),
+        )
+        return engine
 
     async def transact(self, engine: AsyncEngine, work: Callable[[sa.Connection], T]) -> T:
         """Run `work` in one write transaction (through the async driver: PostgreSQL's
@@ -580,9 +595,15 @@ class PostgresBackend:
         closed = asyncio.Event()
         connection.add_termination_listener(lambda _: closed.set())
         try:
-            await connection.add_listener(
-                NOTIFY_CHANNEL, lambda *args: on_notify(woken_for(args[-1]))
-            )
+            own = self._own_sessions
+
+            def notified(_: object, sender: int, channel: str, payload: str) -> None:
+                # This process's own submits woke its worker already, before their commit
+                # reached the server: a second pass would only claim nothing.
+                if sender not in own:
+                    on_notify(woken_for(payload))
+
+            await connection.add_listener(NOTIFY_CHANNEL, notified)
             if back:
                 log.info("LISTEN connection back")
                 on_notify(None)

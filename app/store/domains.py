@@ -3,6 +3,7 @@
 Read and cleared by hand here; pausing a domain is the worker's business, not this module's.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,9 +32,16 @@ class DomainOverview:
 
 
 class DomainStore:
-    def __init__(self, database: Database, clock: Clock) -> None:
+    def __init__(
+        self,
+        database: Database,
+        clock: Clock,
+        on_resume: Callable[[int | None], None] = lambda _: None,
+    ) -> None:
         self.db = database
         self.clock = clock
+        self.on_resume = on_resume
+        """Called after a domain was resumed: wakes the worker in this process."""
 
     async def paused(self, now: datetime) -> list[Domain]:
         """Domains whose pause has not run out at `now`, the soonest to resume first."""
@@ -71,7 +79,10 @@ class DomainStore:
                 backend.notify(conn)
             return found
 
-        return await self.db.transact(write)
+        resumed = await self.db.transact(write)
+        if resumed:
+            self.on_resume(None)
+        return resumed
 
     async def overview(
         self, now: datetime, limit: int = 1000, domain: str | None = None
