@@ -262,7 +262,7 @@ def yielded(lease: Lease, now: datetime) -> Outcome:
         decision,
         AttemptOutcome.INTERRUPTED,
         duration_ms,
-        message="handed back for a higher priority",
+        message="a job of a higher priority was submitted",
     )
 
 

@@ -23,7 +23,7 @@ from app.model import (
     MarkDead,
     Reschedule,
 )
-from app.policy import expired, handed_back
+from app.policy import expired, handed_back, yielded
 from tests.outcomes import failed, succeeded
 
 NOW = datetime(2026, 11, 30, 3, 12, 4, 411000, tzinfo=UTC)
@@ -186,6 +186,22 @@ def test_reclaimed_released_and_lost_events(caplog):
         lost["outcome"],
         lost["duration_ms"],
     )
+
+
+def test_hand_backs_say_why(caplog):
+    """A shutdown's hand-back and a priority's read apart; both give the attempt back."""
+    events.recorded(handed_back(LEASE, NOW))
+    events.recorded(yielded(LEASE, NOW))
+    shutdown, priority = (as_json(r)["message"] for r in caplog.records)
+    assert shutdown.endswith(
+        "interrupted: worker shutting down; handed back, due now, attempt not spent"
+    )
+    assert priority.endswith(
+        "interrupted: a job of a higher priority was submitted; handed back, due now, "
+        "attempt not spent"
+    )
+    for outcome in (handed_back(LEASE, NOW), yielded(LEASE, NOW)):
+        assert Reschedule(None, spends_attempt=False) == outcome.decision
 
 
 def test_domain_pause_event(caplog):
