@@ -41,9 +41,12 @@ lint: install
 openapi: install
 	.venv/bin/ingest openapi --output openapi.yaml
 
-# The short run (under 3 minutes here); `make bench BENCH_ARGS="..."` runs any other.
+# The short run (under 3 minutes here); `make bench BENCH_ARGS="..."` runs any other. arq, a
+# peer on Redis, runs beside them where `redis-server` is installed.
+comma := ,
+PEERS := $(if $(shell command -v redis-server),$(comma)arq,)
 BENCH_ARGS ?= --backend both --jobs 2000 --rounds 2 --processes 1 --latency-seconds 0 \
-	--baseline httpx,bare --scenarios slow
+	--baseline httpx,bare$(PEERS) --scenarios slow
 # Every scenario of BENCHMARKS.md in one interleaved run (17 minutes on the busy machine here).
 BENCH_FULL_ARGS ?= --backend both --jobs 3000 --rounds 3 --processes 1,2 --latency-seconds 10 \
 	--baseline httpx,bare --scenarios all

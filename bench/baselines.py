@@ -1,14 +1,18 @@
-"""What `bench.drain` compares ingest with: the same GETs with no queue (`bench.fetch_alone`)
-and a bare claim-one loop on each backend (`bench.bare_loop`), each in P child processes
-started together.
+"""What `bench.drain` compares ingest with: the same GETs with no queue (`bench.fetch_alone`),
+a bare claim-one loop on each backend (`bench.bare_loop`) and arq on Redis
+(`bench.arq_worker`, needs `redis-server` on PATH), each in P child processes started
+together.
 """
 
 import asyncio
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -119,4 +123,65 @@ async def bare(backend: str, target: Target, processes: int, args: Any) -> dict:
         "cores_busy": cores_busy(first, last),
         "other_cores": cores_busy(first, last) - ours / (last.at - first.at),
         "connections_per_1k": sessions * per_job if sessions else float("nan"),
+    }
+
+
+ARQ_NAME = "arq (Redis)"
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[tuple[str, int]]:
+    """A throwaway redis-server (no persistence) on a Unix socket: its path and pid."""
+    directory = tempfile.mkdtemp(prefix="ingest-bench-redis-")
+    socket_path = os.path.join(directory, "redis.sock")
+    command = ["redis-server", "--port", "0", "--unixsocket", socket_path, "--save", ""]
+    command += ["--appendonly", "no", "--dir", directory]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(socket_path):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not start (is it installed?)")
+            time.sleep(0.02)
+        yield socket_path, server.pid
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def arq_queue(target: Target, processes: int, args: Any) -> dict:
+    """`bench.arq_worker` in P processes on one fresh Redis, N jobs in all, started
+    together. Jobs/s and worker CPU are the children's own from "go" to an empty queue;
+    Redis's CPU is reported as the database server's."""
+    per_process = args.jobs // processes
+    with redis_server() as (socket_path, redis_pid):
+        options = ["--redis", socket_path, "--url", target.base_url]
+        options += ["--jobs", str(per_process), "--concurrency", str(args.concurrency)]
+        with children("bench.arq_worker", processes, *options) as started:
+            redis_cpu, target_cpu, ticks = (
+                cpu_seconds(redis_pid),
+                cpu_seconds(target.pid),
+                machine_ticks(),
+            )
+            results = go(started)
+            redis_used = cpu_seconds(redis_pid) - redis_cpu
+            first = Sample(0, {target.pid: target_cpu}, 0.0, ticks)
+            last = Sample(0, {target.pid: cpu_seconds(target.pid)}, 0.0, machine_ticks())
+    done = sum(r["jobs"] for r in results)
+    if failures := sum(r["failures"] for r in results):
+        raise RuntimeError(f"{failures} of {done} requests failed")
+    if done != per_process * processes:
+        raise RuntimeError(f"{done} of {per_process * processes} jobs done")
+    seconds = max(r["seconds"] for r in results)
+    worker_cpu = sum(r["cpu_seconds"] for r in results)
+    ours = worker_cpu + redis_used + cpu_between(first, last)
+    per_job = 1000 / done
+    return {
+        "jobs_per_s": done / seconds,
+        "worker_cpu_ms": worker_cpu * per_job,
+        "db_server_cpu_ms": redis_used * per_job,
+        "target_cpu_ms": cpu_between(first, last) * per_job,
+        "cores_busy": cores_busy(first, last),
+        "other_cores": cores_busy(first, last) - ours / seconds,
     }

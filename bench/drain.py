@@ -54,7 +54,7 @@ import sqlalchemy as sa
 
 from app.store.database import Database
 from app.store.tables import attempts, jobs
-from bench.baselines import bare, no_queue
+from bench.baselines import ARQ_NAME, arq_queue, bare, no_queue
 from bench.fair_claim import FairQueue
 from bench.footprint import BigQueue, help_wall, worker_rss, worker_startup
 from bench.harness import (
@@ -260,6 +260,10 @@ async def run(args: Any) -> list[dict]:
                     for processes in args.processes:
                         alone = partial(no_queue, target, mode, processes, args)
                         await measure("no-queue", NO_QUEUE_NAMES[mode], processes, rnd, alone)
+            if "arq" in args.baseline:
+                for processes in args.processes:
+                    peer = partial(arq_queue, target, processes, args)
+                    await measure("arq", ARQ_NAME, processes, rnd, peer)
             if "startup" in chosen:
                 await measure("help", "ingest --help", 1, rnd, partial(help_wall, args.help_runs))
     finally:
@@ -275,7 +279,7 @@ async def run(args: Any) -> list[dict]:
 
 def baselines(text: str) -> list[str]:
     chosen = [m for m in text.split(",") if m]
-    if unknown := set(chosen) - {*NO_QUEUE_NAMES, "bare"}:
+    if unknown := set(chosen) - {*NO_QUEUE_NAMES, "bare", "arq"}:
         raise argparse.ArgumentTypeError(f"unknown baseline {', '.join(sorted(unknown))}")
     return chosen
 
@@ -340,7 +344,8 @@ def main() -> None:
         type=baselines,
         default=["httpx"],
         help="comma-separated: httpx (default: a bare httpx client, no queue), fetcher (the"
-        " worker's Fetcher, no queue), bare (a bare claim-one loop on each backend); '' for none",
+        " worker's Fetcher, no queue), bare (a bare claim-one loop on each backend), arq (arq on"
+        " a throwaway redis-server); '' for none",
     )
     add(
         "--scenarios",

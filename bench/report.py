@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from bench.baselines import ARQ_NAME
 from bench.harness import backends, fmt, median, table
 
 NAMES = {"sqlite": "ingest, SQLite", "postgresql": "ingest, PostgreSQL"}
@@ -63,7 +64,7 @@ def cpu_table(med: Median, groups: dict, args: Any) -> str:
     columns = {
         "jobs_per_s": ("jobs/s", 0),
         "worker_cpu_ms": ("worker CPU ms/job", 2),
-        "db_server_cpu_ms": ("PostgreSQL server CPU ms/job", 2),
+        "db_server_cpu_ms": ("server CPU ms/job (PostgreSQL; Redis for arq)", 2),
         "target_cpu_ms": ("target CPU ms/job", 2),
         "bench_cpu_ms": ("bench probe CPU ms/job", 2),
         "cores_busy": ("cores busy (of 2)", 2),
@@ -74,7 +75,7 @@ def cpu_table(med: Median, groups: dict, args: Any) -> str:
         "hosts": f", {args.hosts:,} hosts",
         "slow": f", target {args.slow_delay_ms:g} ms",
     }
-    order = ("drain", "hosts", "slow", "bare", "no-queue")
+    order = ("drain", "hosts", "slow", "bare", "arq", "no-queue")
     rows = [
         [name + suffix.get(kind, ""), str(processes)]
         + [fmt(med(kind, name, processes, key), digits) for key, (_, digits) in columns.items()]
@@ -165,6 +166,8 @@ def headline_table(med: Median, args: Any) -> str:
         )
     if "bare" in args.baseline:
         rows += [row("bare", BARE_NAMES[backend], backend, "-") for backend in chosen]
+    if "arq" in args.baseline:
+        rows.append(row("arq", ARQ_NAME, None, "-"))
     for mode in args.baseline:
         if mode in NO_QUEUE_NAMES:
             rows.append(row("no-queue", NO_QUEUE_NAMES[mode], None, "-"))
