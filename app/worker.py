@@ -41,7 +41,7 @@ from app import __version__, policy
 from app import observability as events
 from app.completer import Completer
 from app.fetch.fetcher import Fetcher
-from app.loop import Held, Loop, Wakeup
+from app.loop import Held, Loop
 from app.model import Lease, Outcome, Reschedule, WorkerPresence
 from app.prefetch import FetchTimes, prefetch_limit
 from app.settings import Settings
@@ -66,14 +66,13 @@ class Worker:
         settings: Settings,
         clock: Callable[[], datetime],
         rand: Callable[[], float] = random.random,
-        wakeup: Wakeup | None = None,
     ) -> None:
         self.queue = queue
         self.fetcher = fetcher
         self.settings = settings
         self.clock = clock
         self.id = new_worker_id()
-        self.loop = Loop(f"worker {self.id}", self.tick, log, wakeup, role="worker")
+        self.loop = Loop(f"worker {self.id}", self.tick, log, role="worker")
         self.completer = Completer(
             queue,
             settings,
