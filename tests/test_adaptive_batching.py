@@ -135,3 +135,24 @@ def test_wake_sockets_reach_other_listeners_and_forget_gone_ones(tmp_path):
         return got
 
     assert [7] == asyncio.run(scenario())
+
+
+def test_a_wake_up_directory_others_may_enter_is_not_used(tmp_path, caplog):
+    """A directory another could write to (made first by another user, say) is neither
+    listened in nor sent to: the worker polls, and says so."""
+
+    async def scenario() -> bool:
+        sockets = WakeSockets(str(tmp_path / "ingest.db"))
+        sockets.directory.mkdir(mode=0o700)
+        sockets.directory.chmod(0o777)
+        try:
+            async with sockets.listening(lambda _: None):
+                listened = any(sockets.directory.iterdir())
+            sockets.wake(1)  # nothing to send to, nothing raised
+            sockets.close()
+            return listened
+        finally:
+            sockets.directory.rmdir()
+
+    assert not asyncio.run(scenario())
+    assert "is not this user's alone" in caplog.text

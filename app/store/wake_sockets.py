@@ -9,7 +9,8 @@ requeue, once committed) sends each socket there one datagram, the wake-up's tex
 (`app.model.wake_payload`). Sent without
 waiting: a socket whose worker is gone refuses it and is removed; one whose queue is full
 holds wake-ups enough. Processes of other hosts, or of another user, are not woken: they
-poll, as before.
+poll, as before. The directory is this user's alone (mode 0700); one that another user made
+first is not used (its owner could wake the workers or read the wake-ups): they poll.
 """
 
 import asyncio
@@ -43,10 +44,12 @@ class WakeSockets:
     def wake(self, priority: int | None) -> None:
         """Wake every worker listening on this database in other processes (this one's are
         woken directly), telling them the highest `priority` submitted. Never blocks."""
+        if not self._ours():
+            return  # no worker has listened yet, or the directory is another user's
         try:
             names = os.listdir(self.directory)
         except OSError:
-            return  # no worker has listened yet
+            return
         if self._sender is None:
             self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self._sender.setblocking(False)
@@ -68,12 +71,15 @@ class WakeSockets:
         """Call `on_wake` with the highest priority of the datagrams read at once, on this
         loop, while the block runs. If the socket cannot be made (a read-only temporary
         directory), say so once: the worker polls."""
+        receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        name = uuid.uuid4().hex[:12]
         try:
             self.directory.mkdir(mode=0o700, exist_ok=True)
-            receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            name = uuid.uuid4().hex[:12]
+            if not self._ours():
+                raise PermissionError(f"{self.directory} is not this user's alone")
             receiver.bind(str(self.directory / name))
         except OSError as exc:
+            receiver.close()
             log.warning("no wake-up socket for other processes' submits (%s); polling", exc)
             yield
             return
@@ -98,6 +104,14 @@ class WakeSockets:
             self._own.discard(name)
             with contextlib.suppress(OSError):
                 (self.directory / name).unlink()
+
+    def _ours(self) -> bool:
+        """The directory exists, belongs to this user, and no one else may enter it."""
+        try:
+            status = self.directory.stat()
+        except OSError:
+            return False
+        return status.st_uid == os.getuid() and not status.st_mode & 0o077
 
     def close(self) -> None:
         if self._sender is not None:
