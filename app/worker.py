@@ -146,9 +146,11 @@ class Worker:
             self._held_back = False
             self.notify()
             return
+        limit = self.settings.domain_max_in_flight
+        if len(self._running) + len(self._queued) + len(outcomes) < limit:
+            return  # too few leases in all to have filled any domain: nothing to count
         held = Counter(lease.domain for lease in (*self._running.values(), *self._queued))
         held.update(outcome.lease.domain for outcome in outcomes)
-        limit = self.settings.domain_max_in_flight
         if any(held[outcome.lease.domain] >= limit for outcome in outcomes):
             self.notify()
 
