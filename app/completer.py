@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from app import observability as events
 from app import policy
 from app.loop import error_wait
-from app.model import Complete, DomainPause, DomainSignal, Lease, Outcome
+from app.model import Complete, Confirm, DomainPause, DomainSignal, Lease, Outcome
 from app.settings import Settings
 from app.store.dialect import database_unavailable
 from app.store.queue import Queue
@@ -211,7 +211,9 @@ class Completer:
         pauses: dict[str, DomainPause] = {}
         for outcome in recorded.outcomes:
             decision = outcome.decision
-            if outcome.domain is not DomainSignal.FAILING or isinstance(decision, Complete):
+            if outcome.domain is not DomainSignal.FAILING or isinstance(
+                decision, Complete | Confirm
+            ):
                 continue
             if decision.failure is None:
                 continue

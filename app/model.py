@@ -25,11 +25,12 @@ class JobStatus(StrEnum):
     shutdown, or another worker takes back the expired lease."""
 
     SUCCEEDED = "succeeded"
-    """In: the worker, after a 2xx answer. Terminal."""
+    """In: the worker, after a 2xx answer (or a refresh's 304). Out: a refresh (an
+    operator's, or the job's own `refresh_every` coming due), which keeps its content."""
 
     DEAD = "dead"
     """In: the worker (fatal error or budget spent) or the lease reaper (budget spent).
-    Out: an operator's retry, which gives a fresh budget."""
+    Out: an operator's retry or refresh, which gives a fresh budget."""
 
     CANCELLED = "cancelled"
     """In: an operator cancels a pending job. Out: an operator's retry."""
@@ -55,12 +56,19 @@ class DeadReason(StrEnum):
     RETRIES_EXHAUSTED = "retries_exhausted"
     LEASE_EXPIRED = "lease_expired"
     RATE_LIMITED = "rate_limited"
+    GONE = "gone"
+    """A refresh of a page fetched before was answered 404 or 410: the page went (its last
+    content is kept)."""
 
 
 class AttemptOutcome(StrEnum):
     """How one attempt ended, in the job's history."""
 
     SUCCEEDED = "succeeded"
+    NOT_MODIFIED = "not_modified"
+    """A refresh answered 304 Not Modified: no body, the content kept."""
+    UNCHANGED = "unchanged"
+    """A refresh answered 200 with the body, or the text extracted from it, as before."""
     TRANSIENT = "transient"
     RATE_LIMITED = "rate_limited"
     FATAL = "fatal"
@@ -91,6 +99,10 @@ class DeliveryEvent(StrEnum):
 
     JOB_SUCCEEDED = "job.succeeded"
     JOB_DEAD = "job.dead"
+    JOB_CHANGED = "job.changed"
+    """A refresh stored a new version of the content."""
+    JOB_GONE = "job.gone"
+    """A refresh found the page gone (404, 410): dead, its last content kept."""
 
 
 class BlockReason(StrEnum):
@@ -139,6 +151,21 @@ class NewJob:
     idempotency_key: str | None = None
     fingerprint: str | None = None
     """sha256 of the submitted body, to tell "same request again" from "same key, other body"."""
+    refresh_every: int | None = None
+    """Seconds after each success when the job fetches its page again; None: never."""
+
+
+@dataclass(frozen=True)
+class Previous:
+    """What a job's last success stored, for a refresh: the validators its conditional GET
+    sends, and the hashes that tell an unchanged page from a changed one."""
+
+    version: int
+    """The content version stored (1 for the first success)."""
+    etag: str | None
+    last_modified: str | None
+    body_sha256: str | None
+    text_sha256: str | None
 
 
 @dataclass(frozen=True)
@@ -161,6 +188,10 @@ class Lease:
     priority: int = 0
     """The job's priority when claimed: a queued lease of a lower one than a job submitted
     since is handed back (`app.worker`)."""
+    previous: Previous | None = None
+    """Set when the job succeeded before: this attempt is a refresh."""
+    refresh_every: int | None = None
+    """The job's refresh schedule (seconds), for the next refresh's time on success."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +239,28 @@ class Fetched:
     markdown: str | None = field(default=None, repr=False)
     """The main content as Markdown; None for a type with no text."""
     metadata: PageMetadata = field(default_factory=PageMetadata)
+    etag: str | None = None
+    last_modified: str | None = None
+    """The answer's ETag and Last-Modified, which a refresh sends back."""
+    text_sha256: str = ""
+    """sha256 of the main text (UTF-8): what tells a changed page from one whose rotating ad
+    or timestamp alone moved."""
+
+
+@dataclass(frozen=True)
+class Unmodified:
+    """A refresh's answer that says the content is as stored: a 304, or a 200 whose body is
+    the very body stored (not extracted again)."""
+
+    ended: AttemptOutcome
+    """NOT_MODIFIED (a 304) or UNCHANGED (the same body, or the same text)."""
+    http_status: int
+    etag: str | None
+    last_modified: str | None
+    bytes: int | None = None
+    sha256: str | None = None
+    """The body's size and sha256 when one came (a 200): the job's result keeps them, so
+    the same body next time is known without extracting it."""
 
 
 @dataclass(frozen=True)
@@ -248,9 +301,22 @@ class Deferral:
 
 @dataclass(frozen=True)
 class Complete:
-    """The job succeeded with what was fetched."""
+    """The job succeeded with what was fetched: its first content, or a changed version."""
 
     fetched: Fetched
+    refresh_at: datetime | None = None
+    """When the job fetches its page again (its `refresh_every` on); None: never."""
+    changed: bool = False
+    """A refresh found the content changed: a new version (`job.changed`)."""
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """A refresh found the content as stored (`Unmodified`, or a 200 whose text hashes the
+    same): the job succeeded again, nothing stored but the answer's validators."""
+
+    unmodified: Unmodified
+    refresh_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -277,7 +343,7 @@ class MarkDead:
     """False for a rate-limited answer: the budget stays as it was."""
 
 
-Decision = Complete | Reschedule | MarkDead
+Decision = Complete | Confirm | Reschedule | MarkDead
 
 
 @dataclass(frozen=True)

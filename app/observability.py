@@ -37,6 +37,7 @@ from app.model import (
     AttemptOutcome,
     ClaimedDelivery,
     Complete,
+    Confirm,
     DeadReason,
     DeliveryStatus,
     DomainPause,
@@ -199,6 +200,8 @@ def recorded(outcome: Outcome) -> None:
     decision = outcome.decision
     if isinstance(decision, Complete):
         _succeeded(outcome, decision)
+    elif isinstance(decision, Confirm):
+        _confirmed(outcome, decision)
     elif outcome.ended is AttemptOutcome.INTERRUPTED and decision.failure is None:
         _released(outcome)
     elif outcome.ended is AttemptOutcome.INTERRUPTED:
@@ -210,22 +213,59 @@ def recorded(outcome: Outcome) -> None:
 def _succeeded(outcome: Outcome, decision: Complete) -> None:
     lease, fetched = outcome.lease, decision.fetched
     fields = _fields(
-        "job.succeeded",
+        "job.changed" if decision.changed else "job.succeeded",
         lease,
         status=JobStatus.SUCCEEDED,
         outcome=AttemptOutcome.SUCCEEDED,
         http_status=fetched.http_status,
         duration_ms=outcome.duration_ms,
     )
+    version = lease.previous.version + 1 if lease.previous else 1
     log.info(
-        "%s succeeded: HTTP %d, %s",
+        "%s succeeded: HTTP %d, %s%s%s",
         _attempt(lease),
         fetched.http_status,
         counted(fetched.bytes, "byte"),
+        f", changed: version {version} stored" if decision.changed else "",
+        _next_refresh(decision.refresh_at),
         extra=fields,
     )
+    _count_success(outcome, AttemptOutcome.SUCCEEDED)
+
+
+def _confirmed(outcome: Outcome, decision: Confirm) -> None:
+    lease, unmodified = outcome.lease, decision.unmodified
+    fields = _fields(
+        "job.unchanged",
+        lease,
+        status=JobStatus.SUCCEEDED,
+        outcome=outcome.ended,
+        http_status=unmodified.http_status,
+        duration_ms=outcome.duration_ms,
+    )
+    how = (
+        "not modified (HTTP 304)"
+        if outcome.ended is AttemptOutcome.NOT_MODIFIED
+        else f"unchanged (HTTP {unmodified.http_status}, same text)"
+    )
+    version = lease.previous.version if lease.previous else 1
+    log.info(
+        "%s succeeded: %s, version %d kept%s",
+        _attempt(lease),
+        how,
+        version,
+        _next_refresh(decision.refresh_at),
+        extra=fields,
+    )
+    _count_success(outcome, outcome.ended)
+
+
+def _next_refresh(refresh_at: datetime | None) -> str:
+    return "" if refresh_at is None else f"; refreshes at {timestamp(refresh_at)}"
+
+
+def _count_success(outcome: Outcome, ended: AttemptOutcome) -> None:
     if (metrics := _metrics.get()) is not None:
-        ended = AttemptOutcome.SUCCEEDED
         metrics.attempts.labels(ended, "").inc()
         metrics.fetch_duration.labels(ended).observe(outcome.duration_ms / 1000)
         metrics.finished.labels(JobStatus.SUCCEEDED, "").inc()
@@ -316,6 +356,8 @@ def lease_lost(outcome: Outcome) -> None:
     decision = outcome.decision
     if isinstance(decision, Complete):
         ended = {"outcome": AttemptOutcome.SUCCEEDED, "http_status": decision.fetched.http_status}
+    elif isinstance(decision, Confirm):
+        ended = {"outcome": outcome.ended, "http_status": decision.unmodified.http_status}
     elif decision.failure is not None:
         ended = _failure(decision.failure)
     else:

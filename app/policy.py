@@ -31,6 +31,13 @@ An exception raised while deciding (by `settle` itself, say) takes the last bran
 
 HTTP answers: 2xx succeed; 429, and 503 with a Retry-After header, are rate_limited; codes
 in `transient_status_codes` (default 408 and 5xx) are transient; everything else is fatal.
+A refresh (a job that succeeded before) answered 404 or 410 dies `gone`, not `fatal`: the
+page went, and its last content is kept.
+
+A refresh that succeeds is one of three (`settle`): a 304, or the very body stored
+(`Unmodified`), confirms the content; a 200 whose main text hashes as the stored one's
+confirms it too (only a rotating ad or a timestamp moved); any other text is a change, a
+new version.
 
 A rate-limited answer does not spend the attempt budget: the job is deferred to
 max(backoff, Retry-After) and its `deferrals` count grows, up to `max_deferrals`.
@@ -51,6 +58,7 @@ from email.utils import parsedate_to_datetime
 from app.model import (
     AttemptOutcome,
     Complete,
+    Confirm,
     DeadReason,
     Decision,
     Deferral,
@@ -63,6 +71,7 @@ from app.model import (
     MarkDead,
     Outcome,
     Reschedule,
+    Unmodified,
 )
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
 from app.wording import seconds
@@ -163,6 +172,10 @@ def parse_retry_after(value: str | None, now: datetime, cap: float) -> float | N
     return min(seconds, cap)
 
 
+GONE_STATUSES = frozenset({404, 410})
+"""A refresh answered one of these finds its page gone (`DeadReason.GONE`)."""
+
+
 def decide(
     failure: Failure,
     attempt: int,
@@ -171,11 +184,15 @@ def decide(
     now: datetime,
     settings: Settings,
     rand: Callable[[], float] = random.random,
+    refresh: bool = False,
 ) -> Reschedule | MarkDead:
     """What happens to a job whose attempt number `attempt` failed with `failure`.
 
-    `deferrals` is how many rate-limited answers the job had before this one.
+    `deferrals` is how many rate-limited answers the job had before this one; `refresh`
+    says the job succeeded before.
     """
+    if refresh and failure.http_status in GONE_STATUSES:
+        return MarkDead(DeadReason.GONE, failure)
     if failure.kind is ErrorKind.FATAL:
         return MarkDead(DeadReason.FATAL, failure)
     if failure.kind is ErrorKind.RATE_LIMITED:
@@ -196,7 +213,7 @@ def decide(
 
 def settle(
     lease: Lease,
-    result: Fetched | Failure,
+    result: Fetched | Unmodified | Failure,
     duration_ms: int,
     now: datetime,
     settings: Settings,
@@ -204,14 +221,44 @@ def settle(
 ) -> Outcome:
     """The outcome to record for a finished fetch: the decision, how the attempt ended and
     what it says of the domain."""
-    if isinstance(result, Fetched):
-        return Outcome(
-            lease, Complete(result), AttemptOutcome.SUCCEEDED, duration_ms, DomainSignal.ANSWERED
+    previous = lease.previous
+    if isinstance(result, Failure):
+        decision: Decision = decide(
+            result,
+            lease.attempt,
+            lease.max_attempts,
+            lease.deferrals,
+            now,
+            settings,
+            rand,
+            refresh=previous is not None,
         )
-    decision: Decision = decide(
-        result, lease.attempt, lease.max_attempts, lease.deferrals, now, settings, rand
-    )
-    return Outcome(lease, decision, AttemptOutcome(result.kind), duration_ms, domain_signal(result))
+        return Outcome(
+            lease, decision, AttemptOutcome(result.kind), duration_ms, domain_signal(result)
+        )
+    refresh_at = next_refresh(lease.refresh_every, now)
+    if isinstance(result, Fetched) and (
+        previous is None or previous.text_sha256 != result.text_sha256
+    ):
+        decision = Complete(result, refresh_at, changed=previous is not None)
+        ended = AttemptOutcome.SUCCEEDED
+    else:
+        if isinstance(result, Fetched):
+            result = Unmodified(
+                AttemptOutcome.UNCHANGED,
+                result.http_status,
+                result.etag,
+                result.last_modified,
+                result.bytes,
+                result.sha256,
+            )
+        decision, ended = Confirm(result, refresh_at), result.ended
+    return Outcome(lease, decision, ended, duration_ms, DomainSignal.ANSWERED)
+
+
+def next_refresh(refresh_every: int | None, now: datetime) -> datetime | None:
+    """When a job that succeeded at `now` is due to be fetched again; None: never."""
+    return None if refresh_every is None else now + timedelta(seconds=refresh_every)
 
 
 def unexpected(exc: Exception) -> Failure:

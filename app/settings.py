@@ -323,7 +323,22 @@ class Settings(BaseSettings):
         30.0,
         ge=0,
         description="Days after they finish that succeeded and cancelled jobs (with their "
-        "attempts and content) are deleted; dead jobs stay. 0 keeps them forever.",
+        "attempts and content) are deleted; dead jobs stay, and so do jobs that refresh "
+        "on a schedule. 0 keeps them forever.",
+    )
+
+    # Refreshes
+    content_versions: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="Versions of a job's content kept: a refresh that finds the page changed "
+        "stores a new one and deletes the oldest beyond this many.",
+    )
+    refresh_min_seconds: int = Field(
+        60,
+        ge=1,
+        description="The shortest refresh_every a submit may ask for (seconds).",
     )
 
     # Tenants

@@ -10,6 +10,11 @@ The body is `{"event": ..., "job": <the job as GET /jobs/{id} answers it>}`; a j
 with `callback_content` text or markdown adds `"content": {"format", "text", "truncated"}`
 (null when the job has none), its text cut to INGEST_WEBHOOK_CONTENT_MAX_BYTES.
 
+Events: `job.succeeded` (a first success), `job.dead`, and for refreshes `job.changed` (a
+new content version; the body adds `"change": {"from": {"version", "text_sha256"} | null,
+"to": {...}}`, from the version before the job's last, if still kept) and `job.gone` (404
+or 410: dead, its last content kept). The job is as it is when the POST is made.
+
 Failures are classified with the fetches' machinery (`app.policy.classify_exception`,
 `classify_status`) and retried when `app.policy.delivery_retry_at` says (the same backoff
 settings); fatal answers (4xx, a blocked address) end the delivery at once. Only an
@@ -48,7 +53,7 @@ from app.fetch.guard import (
     system_resolver,
 )
 from app.loop import Loop, Wakeup
-from app.model import CallbackContent, ClaimedDelivery, ErrorKind, Failure
+from app.model import CallbackContent, ClaimedDelivery, DeliveryEvent, ErrorKind, Failure
 from app.settings import Settings
 from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobNotFound, JobStore
@@ -144,6 +149,8 @@ class Deliverer:
             "event": claimed.event,
             "job": JobOut.of(job).model_dump(mode="json"),
         }
+        if claimed.event == DeliveryEvent.JOB_CHANGED:
+            payload["change"] = await self._change(job.id, job.content_version)
         if job.callback_content is not None:
             payload["content"] = await self._content(job.id, CallbackContent(job.callback_content))
         body = json.dumps(payload, separators=(",", ":")).encode()
@@ -163,6 +170,19 @@ class Deliverer:
             failure, retry_at = policy.unexpected(exc), None
         await self.deliveries.failed(claimed, failure, now, retry_at)
         events.delivery_failed(claimed, failure, retry_at, duration_ms)
+
+    async def _change(self, job_id: str, version: int | None) -> dict[str, Any]:
+        """A `job.changed` callback's `change`: the job's last version, and the one before
+        it (null when it is no longer kept)."""
+        kept = {v.version: v for v in await self.contents.versions(job_id) or []}
+        before = max((n for n in kept if version is not None and n < version), default=None)
+
+        def named(number: int | None) -> dict[str, Any] | None:
+            if number is None or number not in kept:
+                return None
+            return {"version": number, "text_sha256": kept[number].text_sha256}
+
+        return {"from": named(before), "to": named(version)}
 
     async def _content(self, job_id: str, chosen: CallbackContent) -> dict[str, Any] | None:
         """The `content` of a callback that asked for `chosen`: null when the job has none

@@ -100,6 +100,14 @@ class ResultOut(BaseModel):
     metadata: PageMetadataOut | None = Field(
         description="What the page says about itself; null for a job fetched before it was kept."
     )
+    text_sha256: str | None = Field(
+        description="sha256 of the main text as UTF-8: a refresh whose text hashes the same "
+        "is unchanged, whatever else of the page moved."
+    )
+    etag: str | None = Field(description="The answer's ETag, which a refresh sends back.")
+    last_modified: str | None = Field(
+        description="The answer's Last-Modified, which a refresh sends back."
+    )
 
 
 class BlockedOut(BaseModel):
@@ -146,6 +154,21 @@ class JobOut(BaseModel):
     callback_content: CallbackContent = Field(
         description="What the callback carries of the content besides the job."
     )
+    refresh_every: int | None = Field(
+        description="Seconds after each success when the job fetches its page again; "
+        "null: only when asked (`POST /jobs/{id}/refresh`)."
+    )
+    next_refresh_at: datetime | None = Field(
+        description="When a succeeded job with `refresh_every` is next fetched again."
+    )
+    version: int | None = Field(
+        description="The content version stored last (`GET /jobs/{id}/versions`); null "
+        "before a success."
+    )
+    changed_at: datetime | None = Field(
+        description="When that version was stored: the first success, or the last refresh "
+        "that found the text changed."
+    )
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None
@@ -175,6 +198,9 @@ class JobOut(BaseModel):
                 metadata=(
                     None if job.result_metadata is None else PageMetadataOut.of(job.result_metadata)
                 ),
+                text_sha256=job.result_text_sha256,
+                etag=job.result_etag,
+                last_modified=job.result_last_modified,
             )
         return cls(
             id=job.id,
@@ -194,6 +220,10 @@ class JobOut(BaseModel):
             metadata=job.meta,
             callback_url=job.callback_url,
             callback_content=CallbackContent(job.callback_content or CallbackContent.NONE),
+            refresh_every=job.refresh_every,
+            next_refresh_at=job.refresh_at,
+            version=job.content_version,
+            changed_at=job.changed_at,
             created_at=job.created_at,
             updated_at=job.updated_at,
             started_at=job.started_at,
@@ -228,6 +258,18 @@ class AttemptOut(BaseModel):
     def for_tenant(self) -> "AttemptOut":
         """The attempt as a tenant's key sees it: without the worker that ran it."""
         return self.model_copy(update={"worker_id": None})
+
+
+class VersionOut(BaseModel):
+    version: int = Field(description="1 for the first success, one more per change found.")
+    text_sha256: str | None = Field(
+        description="sha256 of the main text as UTF-8: what tells a change."
+    )
+    stored_at: datetime = Field(description="When the fetch that found it ended.")
+    content_type: str | None
+    bytes: int = Field(description="Size of the body as fetched (decoded).")
+    text_length: int = Field(description="Characters of the main text.")
+    title: str | None
 
 
 class StatusCounts(BaseModel):

@@ -208,7 +208,7 @@ class Worker:
         now = self.clock()
         if now >= self._next_take_back:
             self._next_take_back = now + timedelta(seconds=self._take_back_interval)
-            await self._take_back_expired(now)
+            await self._look_back(now)
         if self.settings.retention_days and now >= self._next_prune:
             self._next_prune = now + PRUNE_INTERVAL
             await self._prune(now)
@@ -270,7 +270,7 @@ class Worker:
         started = time.monotonic()
         self._unsettled += 1
         try:
-            result = await self.fetcher.fetch(lease.url)
+            result = await self.fetcher.fetch(lease.url, lease.previous)
             took = time.monotonic() - started
             self._fetch_times.add(took)
             outcome = policy.settle(
@@ -287,11 +287,19 @@ class Worker:
         # Handed over at once: the outcome is recorded even if the task is cancelled now.
         self.completer.add(outcome)
 
-    async def _take_back_expired(self, now: datetime) -> None:
-        """Record the expired leases of other (dead or hung) workers as policy settles them."""
-        expired = [policy.expired(lease, now) for lease in await self.queue.expired(now)]
-        if expired:
+    async def _look_back(self, now: datetime) -> None:
+        """Record the expired leases of other (dead or hung) workers as policy settles them,
+        and put the scheduled refreshes that came due back to pending, for this claim or
+        another worker's (`app.store.refreshes`)."""
+        overdue = await self.queue.overdue(now)
+        if expired := [policy.expired(lease, now) for lease in overdue.expired]:
             await self.completer.record(expired)
+        if overdue.refreshes_due and (staged := await self.queue.stage_refreshes(now)):
+            log.info(
+                "worker %s: %s due for a scheduled refresh, pending again",
+                self.id,
+                counted(staged, "job"),
+            )
 
     async def _prune(self, now: datetime) -> None:
         """Retention: delete succeeded and cancelled jobs (and their content) that finished

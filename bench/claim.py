@@ -16,7 +16,7 @@ failures (then ANALYZE on PostgreSQL, as autovacuum would). At each size:
   succeeded (`Queue.record`, one batch) and 32 new ones submitted, so the queue keeps its size
   like a steady stream: jobs leave at the head and arrive at the tail. Pending jobs are
   spread over 100 domains, so the per-domain in-flight limit does not cut a claim short;
-- next_due_at and expired: what an idle worker also runs on every poll;
+- next_due_at and overdue (expired leases, refreshes due): what an idle worker runs too;
 - list dead: `JobStore.list(statuses=[dead], limit=50)`;
 - stats: `JobStore.stats()` (it counts every row: expected to grow, fewer repetitions).
 
@@ -249,7 +249,7 @@ async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]]
     times = {
         "claim 32": await timed(args.repeats, claim, finish),
         "next_due_at": await timed(args.repeats // 4, lambda: queue.next_due_at(utc_now())),
-        "expired": await timed(args.repeats // 4, lambda: queue.expired(never)),
+        "overdue": await timed(args.repeats // 4, lambda: queue.overdue(never)),
         "list dead, 50": await timed(
             args.repeats // 4, lambda: store.list(statuses=[JobStatus.DEAD], limit=50)
         ),

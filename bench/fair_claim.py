@@ -1,6 +1,7 @@
 """Claim cost with many tenants and domains: does fair share and domain politeness cost much?
 
     python -m bench.fair_claim --backend both --pending 100000 --tenants 100 --domains 1000
+    python -m bench.fair_claim --scheduled 0,100000    # beside 100,000 scheduled refreshes
 
 For each backend: a fresh database with `--pending` pending jobs spread round-robin over
 `--tenants` tenants and `--domains` domains (submitted through JobStore.submit, 1,000 a
@@ -8,21 +9,29 @@ batch), then ANALYZE. Then `--repeats` claims of 32 (`Queue.claim`, default doma
 8 in flight per domain), each followed, untimed, by recording the 32 jobs as succeeded so
 the domains' in-flight counts stay as a steady worker leaves them. Prints the median and
 p99 claim time in ms. `bench.drain --scenarios fair` runs the same claims in its rounds.
+
+`--scheduled` adds that many succeeded jobs over the same tenants and domains, each waiting
+for a scheduled refresh an hour away (`refresh_every`), as a table of monitored pages holds
+them: the claim should not see them. With a comma-separated list, one database per count,
+side by side; the look a worker makes for due refreshes (`Queue.stage_refreshes`, finding
+none) is timed too.
 """
 
 import argparse
 import asyncio
 import time
+from datetime import timedelta
 
 import sqlalchemy as sa
 
 from app import policy
 from app.clock import utc_now
-from app.model import Fetched, NewJob
+from app.model import Fetched, JobStatus, NewJob
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
+from app.store.tables import jobs
 from bench.harness import backends, drop_database, fmt, fresh_database, median, percentile, table
 from bench.workers import Probe, cores_busy, cpu_between, other_cores
 
@@ -30,25 +39,31 @@ DATABASE = "ingest_bench_fair"
 RESULT = Fetched(200, "http://x/", "text/html", 1, "0" * 64, None)
 
 
-async def prepare(backend: str, pending: int, tenants: int, domains: int) -> str:
-    """A fresh database of `pending` jobs over `tenants` tenants and `domains` domains,
-    analyzed; returns its URL."""
+async def prepare(
+    backend: str, pending: int, tenants: int, domains: int, scheduled: int = 0
+) -> str:
+    """A fresh database of `pending` jobs over `tenants` tenants and `domains` domains, and
+    `scheduled` succeeded ones waiting for a refresh an hour away, analyzed; returns its URL."""
     url = await fresh_database(backend, DATABASE)
     database = Database(url)
     try:
         store = JobStore(database, utc_now)
-        for start in range(0, pending, 1000):
-            await store.submit(
-                [
-                    NewJob(
-                        url=f"http://d{i % domains}.test/{i}",
-                        domain=f"d{i % domains}.test",
-                        tenant=f"t{i % tenants}",
-                        max_attempts=3,
-                    )
-                    for i in range(start, min(start + 1000, pending))
-                ]
-            )
+        for kind, count in (("r", scheduled), ("p", pending)):
+            for start in range(0, count, 1000):
+                await store.submit(
+                    [
+                        NewJob(
+                            url=f"http://d{i % domains}.test/{kind}{i}",
+                            domain=f"d{i % domains}.test",
+                            tenant=f"t{i % tenants}",
+                            max_attempts=3,
+                            refresh_every=3600 if kind == "r" else None,
+                        )
+                        for i in range(start, min(start + 1000, count))
+                    ]
+                )
+            if kind == "r" and count:
+                await database.transact(_scheduled)
         # Statistics as autovacuum (PostgreSQL) or `PRAGMA optimize` (SQLite) would leave them
         # on a table this size: without them the planner guesses a tenant has 3 rows.
         await database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
@@ -73,6 +88,36 @@ async def claims(url: str, repeats: int) -> list[float]:
             await queue.record(
                 [policy.settle(lease, RESULT, 1, now, settings) for lease in leases], now
             )
+        return timings
+    finally:
+        await database.dispose()
+
+
+def _scheduled(conn: sa.Connection) -> None:
+    """The jobs submitted with `refresh_every` made succeeded, refreshing in an hour."""
+    now = utc_now()
+    conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.refresh_every.is_not(None))
+        .values(
+            status=JobStatus.SUCCEEDED.value,
+            content_version=1,
+            finished_at=now,
+            refresh_at=now + timedelta(hours=1),
+        )
+    )
+
+
+async def stage_looks(url: str, repeats: int) -> list[float]:
+    """`repeats` looks for due refreshes (none are), each timed in ms."""
+    database = Database(url)
+    try:
+        queue = Queue(database, Settings(_env_file=None))
+        timings = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            assert 0 == await queue.stage_refreshes(utc_now())
+            timings.append((time.perf_counter() - started) * 1000)
         return timings
     finally:
         await database.dispose()
@@ -117,30 +162,47 @@ async def main() -> None:
     parser.add_argument("--tenants", type=int, default=100)
     parser.add_argument("--domains", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument(
+        "--scheduled",
+        default="0",
+        help="succeeded jobs waiting for a scheduled refresh; a comma-separated list compares",
+    )
     args = parser.parse_args()
     rows = []
     for backend in backends(args.backend):
-        began = time.monotonic()
-        url = await prepare(backend, args.pending, args.tenants, args.domains)
-        prepared = time.monotonic()
-        try:
-            timings = await claims(url, args.repeats)
-        finally:
-            await drop_database(backend, DATABASE)
-        rows.append(
-            [
-                backend,
-                fmt(median(timings), 2),
-                fmt(percentile(timings, 0.99), 2),
-                fmt(prepared - began, 0),
-                fmt(time.monotonic() - prepared, 0),
-            ]
-        )
+        for scheduled in [int(n) for n in args.scheduled.split(",")]:
+            began = time.monotonic()
+            url = await prepare(backend, args.pending, args.tenants, args.domains, scheduled)
+            prepared = time.monotonic()
+            try:
+                timings = await claims(url, args.repeats)
+                looks = await stage_looks(url, args.repeats)
+            finally:
+                await drop_database(backend, DATABASE)
+            rows.append(
+                [
+                    backend,
+                    str(scheduled),
+                    fmt(median(timings), 2),
+                    fmt(percentile(timings, 0.99), 2),
+                    fmt(median(looks), 2),
+                    fmt(prepared - began, 0),
+                    fmt(time.monotonic() - prepared, 0),
+                ]
+            )
     print(
         f"claim of 32 with {args.pending} pending jobs, {args.tenants} tenants, "
         f"{args.domains} domains ({args.repeats} claims)"
     )
-    headers = ["backend", "claim p50 ms", "claim p99 ms", "set-up s", "claims s"]
+    headers = [
+        "backend",
+        "scheduled refreshes",
+        "claim p50 ms",
+        "claim p99 ms",
+        "refresh look p50 ms",
+        "set-up s",
+        "claims s",
+    ]
     print(table(headers, rows))
 
 

@@ -60,6 +60,8 @@ async def test_submit_returns_the_pending_job(client):
         "metadata": {"k": [1]},
         "callback_url": None,
         "callback_content": "none",
+        "refresh_every": None,
+        "version": None,
     } == {k: job[k] for k in job if not k.endswith("_at") and k != "id"}
     assert job["created_at"].endswith("Z")
     assert job == (await client.get(f"/jobs/{job['id']}")).json()

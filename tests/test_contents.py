@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from app.store.queue import Queue
+from app.store.queue import Overdue, Queue
 from app.store.record import Recorded
 from app.worker import PRUNE_INTERVAL, Worker
 from tests.conftest import running_app, wait_for_status
@@ -73,8 +73,8 @@ class PruningQueue:
         self.domain_prunes.append(now)
         return 2
 
-    async def expired(self, now: datetime) -> list:
-        return []
+    async def overdue(self, now: datetime) -> Overdue:
+        return Overdue([], refreshes_due=False)
 
     async def record(self, outcomes, now):
         return Recorded([], {})

@@ -2,6 +2,7 @@
 one line, exit 2, nothing created. `ingest db upgrade` says what it applied."""
 
 import asyncio
+import hashlib
 import os
 import subprocess
 import sys
@@ -211,3 +212,47 @@ def test_a_worker_at_the_head_starts_without_alembic(tmp_path):
     loaded = set(done.stdout.splitlines()[-1].split())
     assert "sqlalchemy" in loaded
     assert "alembic" not in loaded
+
+
+JOB_0008 = """INSERT INTO jobs (id, url, domain, tenant, status, priority, attempts, max_attempts,
+deferrals, result_http_status, result_sha256, result_title, result_metadata, created_at,
+updated_at, finished_at) VALUES ('0172ff91-0000-4000-8000-000000000000', 'http://a.test/',
+'a.test', 'default', 'succeeded', 0, 1, 4, 0, 200, 'b', 'A title', '{"title": "A title"}',
+'2026-12-01 10:00:00', '2026-12-01 10:00:00', '2026-12-01 10:00:00')"""
+CONTENT_0008 = """INSERT INTO job_contents (job_id, content, content_type, text, markdown,
+text_length, stored_at) VALUES ('0172ff91-0000-4000-8000-000000000000', :body, 'text/html',
+'Ünïcode text', 'Ünïcode text', 12, '2026-12-01 10:00:00')"""
+
+
+def test_content_stored_before_versions_becomes_version_1(blank_url):
+    """Migration 0009 keeps a job's content readable as version 1, with its text's sha256
+    (on the content and the job), its title and metadata; going back to 0008 keeps it too."""
+    config = alembic_config(blank_url)
+    command.upgrade(config, "0008")
+
+    async def write(*statements: tuple[str, dict]) -> None:
+        database = Database(blank_url)
+        try:
+            await database.transact(
+                lambda conn: [conn.execute(sa.text(sql), params) for sql, params in statements]
+            )
+        finally:
+            await database.dispose()
+
+    async def read(sql: str) -> list[tuple]:
+        database = Database(blank_url)
+        try:
+            async with database.read() as conn:
+                return [tuple(row) for row in await conn.execute(sa.text(sql))]
+        finally:
+            await database.dispose()
+
+    asyncio.run(write((JOB_0008, {}), (CONTENT_0008, {"body": b"<p>x</p>"})))
+    command.upgrade(config, "head")
+    contents = asyncio.run(read("SELECT version, text_sha256, title, text FROM job_contents"))
+    job = asyncio.run(read("SELECT content_version, result_text_sha256, changed_at FROM jobs"))
+    digest = hashlib.sha256("Ünïcode text".encode()).hexdigest()
+    assert [(1, digest, "A title", "Ünïcode text")] == contents
+    assert (1, digest) == job[0][:2] and job[0][2] is not None
+    command.downgrade(config, "0008")
+    assert [("Ünïcode text",)] == asyncio.run(read("SELECT text FROM job_contents"))

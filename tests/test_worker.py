@@ -45,6 +45,9 @@ async def test_success_records_result(make_settings: Callable[..., Settings], we
         "sha256": hashlib.sha256(body).hexdigest(),
         "title": "A page",
         "text_length": len("body"),
+        "text_sha256": hashlib.sha256(b"body").hexdigest(),
+        "etag": None,
+        "last_modified": None,
     } == {k: v for k, v in done["result"].items() if k != "metadata"}
     assert ("A page", "utf-8", "header") == (
         done["result"]["metadata"]["title"],

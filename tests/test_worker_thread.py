@@ -18,11 +18,11 @@ async def test_the_api_answers_while_the_workers_loop_is_busy(make_settings, web
     blocked_at = []
     real_fetch = Fetcher.fetch
 
-    async def hold_the_loop(self, url):
+    async def hold_the_loop(self, url, previous=None):
         blocked_at.append(time.monotonic())
         fetching.set()
         time.sleep(BLOCK_SECONDS)  # noqa: ASYNC251 (the point: it blocks the worker's loop)
-        return await real_fetch(self, url)
+        return await real_fetch(self, url, previous)
 
     monkeypatch.setattr(Fetcher, "fetch", hold_the_loop)
     async with running_app(make_settings()) as (_, client):

@@ -43,6 +43,8 @@ class ScriptedServer:
         """Each POST's headers and body, per path (a POST is answered like a GET)."""
         self.headers: dict[str, list[dict[str, str]]] = defaultdict(list)
         """Each request's headers (GET or POST), per path."""
+        self.body_bytes: dict[str, int] = defaultdict(int)
+        """Bytes of body written in answers, per path."""
         self.in_flight = 0
         self.max_in_flight = 0
         self._httpd = _Server(("127.0.0.1", 0), self._handler())
@@ -108,6 +110,8 @@ class ScriptedServer:
                         self.header(name, value)
                     self.end_headers()
                     self.wfile.write(reply.body)
+                    with server._lock:
+                        server.body_bytes[self.path] += len(reply.body)
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
                 finally:

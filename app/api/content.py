@@ -1,17 +1,23 @@
-"""What a succeeded job fetched: the exact bytes, the extracted main text and its Markdown.
+"""What a succeeded job fetched: the exact bytes, the extracted main text and its Markdown,
+of the last content version or of an earlier one kept, and a diff of two versions' text.
 
 The text and the Markdown of a type that has none (an image, an archive: the body is all
 there is) answer 404, never the raw bytes under a text type.
 """
 
-from fastapi import APIRouter, Response
+import asyncio
+import difflib
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response
 
 from app.api.auth import CallerDep
 from app.api.deps import ContentsDep
 from app.api.problems import problem, responses
+from app.api.schemas import VersionList
 from app.store.jobs import JobNotFound
 from app.store.reads import Content, ContentStore, Part
-from app.wire import missing_content
+from app.wire import VersionOut, missing_content
 
 router = APIRouter(prefix="/jobs", tags=["content"], responses=responses(401, 404))
 
@@ -19,10 +25,17 @@ router = APIRouter(prefix="/jobs", tags=["content"], responses=responses(401, 40
 SAFE_HEADERS = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
 
 
-def _stored(job_id: str, content: Content, part: Part) -> Response | None:
+VersionNumber = Annotated[int, Path(ge=1, le=2**31 - 1, description="1 for the first success.")]
+
+
+def _stored(
+    job_id: str, content: Content, part: Part, version: int | None = None
+) -> Response | None:
     """The 404 for a job without that part of its content, or None if there is one."""
     if content.status is None:
         raise JobNotFound(job_id)
+    if version is not None and not content.stored:
+        return problem(404, f"job {job_id} keeps no content version {version}")
     missing = missing_content(job_id, content, part)
     return None if missing is None else problem(404, missing)
 
@@ -84,11 +97,106 @@ async def get_job_markdown(job_id: str, contents: ContentsDep, caller: CallerDep
     return await _text(job_id, contents, caller.tenant, "markdown", "text/markdown; charset=utf-8")
 
 
-async def _text(
-    job_id: str, contents: ContentStore, tenant: str | None, part: Part, served_as: str
+@router.get("/{job_id}/versions", name="list_versions", responses=responses(404))
+async def list_versions(job_id: str, contents: ContentsDep, caller: CallerDep) -> VersionList:
+    """The content versions the job keeps, newest first: one per success that found the
+    text new (the first, and each refresh that found it changed)."""
+    versions = await contents.versions(job_id, caller.tenant)
+    if versions is None:
+        raise JobNotFound(job_id)
+    return VersionList(items=[VersionOut.model_validate(v, from_attributes=True) for v in versions])
+
+
+@router.get(
+    "/{job_id}/versions/{version}/text",
+    name="get_version_text",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The version's main text, or with `diff` a unified diff",
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "text/x-diff": {"schema": {"type": "string"}},
+            },
+        },
+        **responses(404),
+    },
+)
+async def get_version_text(
+    job_id: str,
+    version: VersionNumber,
+    contents: ContentsDep,
+    caller: CallerDep,
+    diff: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=2**31 - 1,
+            description="Another version: answer the unified diff from its text to this one's.",
+        ),
+    ] = None,
 ) -> Response:
-    content = await contents.get(job_id, tenant, part=part)
-    missing = _stored(job_id, content, part)
+    """One kept version's main text (UTF-8); with `?diff=N`, what changed from version N to
+    it, as a unified diff (`text/x-diff`)."""
+    if diff is None:
+        return await _text(
+            job_id, contents, caller.tenant, "text", "text/plain; charset=utf-8", version
+        )
+    texts = []
+    for number in (diff, version):
+        content = await contents.get(job_id, caller.tenant, part="text", version=number)
+        missing = _stored(job_id, content, "text", number)
+        if missing is not None:
+            return missing
+        assert isinstance(content.data, str)
+        texts.append((number, content.data))
+    # In a thread: difflib is Python, and two long texts take it a while.
+    lines = await asyncio.to_thread(_unified_diff, *texts)
+    return Response(lines, media_type="text/x-diff; charset=utf-8", headers=SAFE_HEADERS)
+
+
+def _unified_diff(old: tuple[int, str], new: tuple[int, str]) -> str:
+    return "".join(
+        difflib.unified_diff(
+            old[1].splitlines(keepends=True),
+            new[1].splitlines(keepends=True),
+            fromfile=f"version {old[0]}",
+            tofile=f"version {new[0]}",
+        )
+    )
+
+
+@router.get(
+    "/{job_id}/versions/{version}/markdown",
+    name="get_version_markdown",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The version's main content as Markdown",
+            "content": {"text/markdown": {"schema": {"type": "string"}}},
+        },
+        **responses(404),
+    },
+)
+async def get_version_markdown(
+    job_id: str, version: VersionNumber, contents: ContentsDep, caller: CallerDep
+) -> Response:
+    """One kept version's main content as Markdown (UTF-8)."""
+    return await _text(
+        job_id, contents, caller.tenant, "markdown", "text/markdown; charset=utf-8", version
+    )
+
+
+async def _text(
+    job_id: str,
+    contents: ContentStore,
+    tenant: str | None,
+    part: Part,
+    served_as: str,
+    version: int | None = None,
+) -> Response:
+    content = await contents.get(job_id, tenant, part=part, version=version)
+    missing = _stored(job_id, content, part, version)
     if missing is not None:
         return missing
     assert isinstance(content.data, str)

@@ -5,17 +5,19 @@ a domain shared with other tenants is paused, nor which worker ran an attempt. A
 and an open service (no keys) see everything.
 """
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import httpx
 from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
+from pydantic import AwareDatetime
 
 from app import observability as events
 from app.api.auth import Caller, CallerDep
 from app.api.deps import DestinationsDep, JobsDep, SettingsDep
 from app.api.problems import responses
-from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Requeued
+from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Refreshed, Requeued
 from app.fetch.guard import BlockedDestination, Destinations
 from app.fetch.urls import domain_of, job_url
 from app.model import DEFAULT_TENANT, JobStatus, NewJob
@@ -69,6 +71,18 @@ def _new_job(
     if caller.tenant is not None and body.tenant not in (None, caller.tenant):
         raise HTTPException(403, f"this API key submits for tenant {caller.tenant!r} only")
     fingerprint = None if idempotency_key is None else body.fingerprint()
+    if body.refresh_every is not None and body.refresh_every < settings.refresh_min_seconds:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "greater_than_equal",
+                    "loc": ("body", "refresh_every"),
+                    "input": body.refresh_every,
+                    "msg": f"refresh_every must be at least {settings.refresh_min_seconds} "
+                    "seconds (INGEST_REFRESH_MIN_SECONDS)",
+                }
+            ]
+        )
     return NewJob(
         url=body.url,
         domain=domain_of(url),
@@ -81,6 +95,7 @@ def _new_job(
         callback_content=body.callback_content,
         idempotency_key=idempotency_key,
         fingerprint=fingerprint,
+        refresh_every=body.refresh_every,
     )
 
 
@@ -205,11 +220,20 @@ async def list_jobs(
     tenant: Annotated[str | None, Query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
+    changed_since: Annotated[
+        AwareDatetime | None,
+        Query(
+            description="Only jobs that stored a content version at or after this time: a "
+            "first success, or a refresh that found the text changed (`changed_at`)."
+        ),
+    ] = None,
 ) -> JobPage:
     """Jobs, newest first, filtered; `GET /jobs?status=dead` lists the dead."""
     if caller.tenant is not None:
         tenant = caller.tenant
-    page = await jobs.list(_statuses(status_filter), domain, tenant, limit, cursor)
+    page = await jobs.list(
+        _statuses(status_filter), domain, tenant, limit, cursor, _in_utc(changed_since)
+    )
     return JobPage(items=[shown(job, caller) for job in page.items], next_cursor=page.next_cursor)
 
 
@@ -236,6 +260,42 @@ async def retry_jobs(
     return Requeued(requeued=await jobs.retry_all(statuses, domain, caller.tenant))
 
 
+@router.post("/refresh", name="refresh_jobs")
+async def refresh_jobs(
+    jobs: JobsDep,
+    caller: CallerDep,
+    domain: Annotated[str | None, Query(max_length=300)] = None,
+    tenant: Annotated[str | None, Query(max_length=100)] = None,
+    finished_before: Annotated[
+        AwareDatetime | None,
+        Query(description="Only jobs whose last fetch ended before this time."),
+    ] = None,
+) -> Refreshed:
+    """Fetch every succeeded job's page again (of one domain or tenant, fetched before a
+    time, when given): each goes back to pending as a refresh, its content kept."""
+    if caller.tenant is not None:
+        tenant = caller.tenant
+    count = await jobs.refresh_all(domain, tenant, _in_utc(finished_before))
+    return Refreshed(refreshed=count)
+
+
+def _in_utc(moment: datetime | None) -> datetime | None:
+    """A query's time in UTC, as the store compares them; refused (422) past year 9999."""
+    try:
+        return None if moment is None else moment.astimezone(UTC)
+    except OverflowError:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("query",),
+                    "input": str(moment),
+                    "msg": "times must fall within the years 1 to 9999 in UTC",
+                }
+            ]
+        ) from None
+
+
 @router.get("/{job_id}", name="get_job", responses=responses(404))
 async def get_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
     return shown(await jobs.get(job_id, caller.tenant), caller)
@@ -252,6 +312,14 @@ async def list_attempts(job_id: str, jobs: JobsDep, caller: CallerDep) -> Attemp
 async def retry_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
     """Dead or cancelled: pending with a fresh budget. Pending: due now. Otherwise 409."""
     return shown(await jobs.retry(job_id, caller.tenant), caller)
+
+
+@router.post("/{job_id}/refresh", name="refresh_job", responses=responses(404, 409))
+async def refresh_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
+    """Succeeded or dead: fetch the page again. The job goes back to pending as a refresh,
+    keeping its id, history and content: a conditional GET (its ETag, Last-Modified), and
+    a new content version only if the text changed. Otherwise 409."""
+    return shown(await jobs.refresh(job_id, caller.tenant), caller)
 
 
 @router.post("/{job_id}/cancel", name="cancel_job", responses=responses(404, 409))

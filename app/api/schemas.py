@@ -16,9 +16,12 @@ from app.api.bodies import (
 from app.fetch.urls import job_domain
 from app.model import CallbackContent, ErrorKind
 from app.store.tables import Delivery
-from app.wire import AttemptOut, ErrorOut, JobOut, WorkerOut
+from app.wire import AttemptOut, ErrorOut, JobOut, VersionOut, WorkerOut
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+REFRESH_EVERY_MAX = 366 * 86_400
+"""A year and a day: the longest refresh schedule (a longer one is a typo)."""
 
 
 class JobIn(BaseModel):
@@ -43,6 +46,14 @@ class JobIn(BaseModel):
         "UTF-8). Only with `callback_url`.",
     )
     tenant: str | None = Field(None, pattern=TENANT_PATTERN, description="Defaults to `default`.")
+    refresh_every: int | None = Field(
+        None,
+        ge=1,
+        le=REFRESH_EVERY_MAX,
+        description="Fetch the page again this many seconds after each success (at least "
+        "INGEST_REFRESH_MIN_SECONDS, default 60): a conditional GET, and a new content "
+        "version with a `job.changed` callback when the text changed. Omitted: never.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -57,9 +68,13 @@ class JobIn(BaseModel):
 
     def fingerprint(self) -> str:
         """sha256 of the body as given, to tell "same request again" from "same key, other
-        body". Without `callback_content` when it is `none`: the fingerprints of jobs
-        submitted before it existed stay what they were."""
-        unset = {"callback_content"} if self.callback_content is CallbackContent.NONE else None
+        body". Without `callback_content` when it is `none`, nor `refresh_every` when
+        omitted: the fingerprints of jobs submitted before they existed stay what they were."""
+        unset = set()
+        if self.callback_content is CallbackContent.NONE:
+            unset.add("callback_content")
+        if self.refresh_every is None:
+            unset.add("refresh_every")
         return hashlib.sha256(self.model_dump_json(exclude=unset).encode()).hexdigest()
 
     @field_validator("metadata", mode="before")
@@ -116,6 +131,14 @@ class Requeued(BaseModel):
     requeued: int
 
 
+class Refreshed(BaseModel):
+    refreshed: int = Field(description="Succeeded jobs now pending again as refreshes.")
+
+
+class VersionList(BaseModel):
+    items: list[VersionOut] = Field(description="Newest first; INGEST_CONTENT_VERSIONS kept.")
+
+
 class Health(BaseModel):
     status: str
 
@@ -131,7 +154,10 @@ class Problem(BaseModel):
 
 class DeliveryOut(BaseModel):
     id: int
-    event: str = Field(description="`job.succeeded` or `job.dead`.")
+    event: str = Field(
+        description="`job.succeeded`, `job.dead`, `job.changed` (a refresh stored a new "
+        "version) or `job.gone` (a refresh found the page gone)."
+    )
     url: str
     status: str = Field(description="`pending`, `delivered` or `dead`.")
     attempts: int = Field(description="POSTs made so far.")

@@ -56,7 +56,7 @@ from app.fetch.guard import (
     system_resolver,
 )
 from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout, PoolSettings
-from app.model import ErrorKind, Failure, Fetched
+from app.model import AttemptOutcome, ErrorKind, Failure, Fetched, Previous, Unmodified
 from app.policy import classify_exception, classify_status
 from app.settings import Settings
 
@@ -102,6 +102,8 @@ class _Body:
     content_type: str | None
     spool: IO[bytes]
     sha256: str
+    etag: str | None
+    last_modified: str | None
 
 
 POOL_SIZE = 8
@@ -172,14 +174,30 @@ class Fetcher:
             event_hooks={"response": [_check_location]},
         )
 
-    async def fetch(self, url: str) -> Fetched | Failure:
+    async def fetch(
+        self, url: str, previous: Previous | None = None
+    ) -> Fetched | Unmodified | Failure:
+        """GET `url`. A refresh passes what the job's last success stored (`previous`): the
+        GET is conditional on its validators, and a 304, or a body the very same as the one
+        stored, is `Unmodified` (no body kept, nothing extracted)."""
         settings = self.settings
         try:
             # httpx's read timeout is per read; this bounds the whole exchange.
             async with asyncio.timeout(settings.fetch_timeout_seconds):
-                fetched = await self._get(url)
-            if isinstance(fetched, Failure):
+                fetched = await self._get(url, _conditional(previous))
+            if isinstance(fetched, Failure | Unmodified):
                 return fetched
+            if previous is not None and fetched.sha256 == previous.body_sha256:
+                with fetched.spool as spool:
+                    size = spool.tell()
+                return Unmodified(
+                    AttemptOutcome.UNCHANGED,
+                    fetched.http_status,
+                    fetched.etag,
+                    fetched.last_modified,
+                    size,
+                    fetched.sha256,
+                )
             return await self._extract(fetched)
         except TimeoutError:
             exc = FetchTimeout(f"no complete answer within {settings.fetch_timeout_seconds:g}s")
@@ -193,16 +211,25 @@ class Fetcher:
                 return _fatal("HeadersTooLarge", "response headers are too large")
             return classify_exception(exc, settings.transient_errors)
 
-    async def _get(self, url: str) -> _Body | Failure:
+    async def _get(self, url: str, conditions: dict[str, str]) -> _Body | Unmodified | Failure:
         # The least busy pool: with no more fetches than slots, none has more than its size.
         shard = self._busy.index(min(self._busy))
         client = self.clients[shard]
         self._busy[shard] += 1
         try:
-            request = client.build_request("GET", url)
+            # The validators go on every hop: they belong to the URL the job names, whose
+            # redirects the last success followed too.
+            request = client.build_request("GET", url, headers=conditions)
             for _ in range(self.settings.max_redirects + 1):
                 response = await client.send(request, stream=True)
                 try:
+                    if response.status_code == 304 and conditions:
+                        return Unmodified(
+                            AttemptOutcome.NOT_MODIFIED,
+                            304,
+                            _validator(response, "etag"),
+                            _validator(response, "last-modified"),
+                        )
                     if response.next_request is None:
                         return await self._answer(response)
                     request = response.next_request
@@ -238,7 +265,15 @@ class Fetcher:
             return failure
         content_type = _capped(_header(response, "content-type"))
         final_url = _printable_ascii(str(response.url))
-        return _Body(response.status_code, final_url, content_type, spool, digest.hexdigest())
+        return _Body(
+            response.status_code,
+            final_url,
+            content_type,
+            spool,
+            digest.hexdigest(),
+            _validator(response, "etag"),
+            _validator(response, "last-modified"),
+        )
 
     async def _read(
         self, stream: AsyncIterator[bytes], inflater: Inflater, spool: IO[bytes], digest: Any
@@ -311,12 +346,46 @@ class Fetcher:
             text=extracted.text,
             markdown=extracted.markdown,
             metadata=extracted.metadata,
+            etag=fetched.etag,
+            last_modified=fetched.last_modified,
+            text_sha256=text_sha256(extracted.text),
         )
 
     async def aclose(self) -> None:
         for client in self.clients:
             await client.aclose()
         self.extraction.close()
+
+
+def text_sha256(text: str) -> str:
+    """The content hash that tells a changed page: sha256 of its main text as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+VALIDATOR_MAX_CHARS = 255
+"""An ETag or Last-Modified longer than this is not kept (nor sent back): no real one is."""
+
+
+def _validator(response: httpx.Response, name: str) -> str | None:
+    """The answer's ETag or Last-Modified, to send back on a refresh; None if absent or
+    unfit to send back as it came (too long, or not printable ASCII)."""
+    raw = response.headers.get(name)
+    if raw is None or len(raw) > VALIDATOR_MAX_CHARS:
+        return None
+    value = _header(response, name)
+    return value if value == raw and value else None
+
+
+def _conditional(previous: Previous | None) -> dict[str, str]:
+    """The headers that make a refresh's GET conditional on what its last success stored."""
+    if previous is None:
+        return {}
+    headers = {}
+    if previous.etag:
+        headers["If-None-Match"] = previous.etag
+    if previous.last_modified:
+        headers["If-Modified-Since"] = previous.last_modified
+    return headers
 
 
 def _too_large(limit: int) -> Failure:

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.model import JobStatus, Lease
+from app.model import JobStatus, Lease, Previous
 from app.scheduling import Candidate, DomainState, choose
 from app.settings import Settings
 from app.store.database import Database
@@ -152,6 +152,12 @@ def _firsts(tenant: sa.ColumnElement[str]) -> sa.Select[Any]:
         jobs.c.attempts,
         jobs.c.max_attempts,
         jobs.c.deferrals,
+        jobs.c.refresh_every,
+        jobs.c.content_version,
+        jobs.c.result_etag,
+        jobs.c.result_last_modified,
+        jobs.c.result_sha256,
+        jobs.c.result_text_sha256,
     ).where(jobs.c.tenant == tenant)
     return lock_skipping(
         claimable_now(candidates)
@@ -234,6 +240,24 @@ class _Leasable(NamedTuple):
     attempts: int
     max_attempts: int
     deferrals: int
+    refresh_every: int | None
+    content_version: int | None
+    etag: str | None
+    last_modified: str | None
+    body_sha256: str | None
+    text_sha256: str | None
+
+    def previous(self) -> Previous | None:
+        """What the job's last success stored, if it had one: the claim is a refresh."""
+        if self.content_version is None:
+            return None
+        return Previous(
+            self.content_version,
+            self.etag,
+            self.last_modified,
+            self.body_sha256,
+            self.text_sha256,
+        )
 
 
 _CANDIDATE_COLUMNS = len(dataclasses.fields(Candidate))
@@ -352,6 +376,8 @@ def claim_in(
             # When it became due, read before the claim overwrote it: for the queue-lag metric.
             c.due_since,
             c.priority,
+            job.previous(),
+            job.refresh_every,
         )
         for c in chosen
         for job in [leasable[c.id]]

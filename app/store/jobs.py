@@ -24,6 +24,7 @@ from app.model import FINISHED, CallbackContent, JobStatus, NewJob
 from app.scheduling import DomainState, waiting_for
 from app.store.database import Database
 from app.store.dialect import NewRows
+from app.store.refreshes import REFRESHABLE, refreshed
 from app.store.tables import (
     DUE_SINCE,
     Attempt,
@@ -244,6 +245,7 @@ class JobStore:
             ),
             "idempotency_key": new.idempotency_key,
             "idempotency_fingerprint": new.fingerprint,
+            "refresh_every": new.refresh_every,
             "created_at": now,
             "updated_at": now,
         }
@@ -292,14 +294,19 @@ class JobStore:
         tenant: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        changed_since: datetime | None = None,
     ) -> Page:
-        """Newest first, `limit` at a time; pass `next_cursor` back for the next page."""
+        """Newest first, `limit` at a time; pass `next_cursor` back for the next page. With
+        `changed_since`, only jobs that stored a content version (a first success, or a
+        refresh that found a change) at or after it."""
         after = decode_cursor(cursor) if cursor else None
         if not _storable(domain, tenant):
             return Page([], None)
         stmt = _shown().order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit + 1)
         if statuses:
             stmt = stmt.where(sa.or_(*(status_is(s) for s in statuses)))
+        if changed_since is not None:
+            stmt = stmt.where(jobs.c.changed_at >= changed_since)
         stmt = _filtered(stmt, domain, tenant)
         if after is not None:
             stmt = stmt.where(sa.tuple_(jobs.c.created_at, jobs.c.id) < after)
@@ -384,6 +391,46 @@ class JobStore:
             raise StateConflict(job_id, "changing", "retry")
         self.on_submit(None)
         return await self.get(job_id)
+
+    async def refresh(self, job_id: str, tenant: str | None = None) -> Job:
+        """Succeeded or dead: pending again as a refresh (`app.store.refreshes`), due now,
+        with a fresh budget, its content kept. Otherwise StateConflict."""
+        job = await self.get(job_id, tenant)
+        if job.status not in REFRESHABLE:
+            raise StateConflict(job_id, job.status, "refresh")
+        stmt = (
+            sa.update(jobs)
+            .where(jobs.c.id == job_id, jobs.c.status == job.status)
+            .values(**refreshed(self.clock()))
+        )
+        if not await self.db.transact(self._changed_and_notified(stmt)):
+            raise StateConflict(job_id, "changing", "refresh")
+        self.on_submit(None)
+        return await self.get(job_id)
+
+    async def refresh_all(
+        self,
+        domain: str | None = None,
+        tenant: str | None = None,
+        finished_before: datetime | None = None,
+    ) -> int:
+        """Refresh every succeeded job (of one domain or tenant, finished before a time, when
+        given); how many went back to pending."""
+        if not _storable(domain, tenant):
+            return 0
+        stmt = sa.update(jobs).where(status_is(JobStatus.SUCCEEDED))
+        if domain:
+            stmt = stmt.where(jobs.c.domain == domain.lower())
+        if tenant is not None:
+            stmt = stmt.where(jobs.c.tenant == tenant)
+        if finished_before is not None:
+            stmt = stmt.where(jobs.c.finished_at < finished_before)
+        count = await self.db.transact(
+            self._changed_and_notified(stmt.values(**refreshed(self.clock())))
+        )
+        if count:
+            self.on_submit(None)
+        return count
 
     def _changed_and_notified(self, stmt: sa.Update) -> Callable[[sa.Connection], int]:
         """A write of `stmt` that wakes every process's workers if it changed a row."""

@@ -3,8 +3,11 @@
 - `claim`: due jobs become leases (`app.store.claim`, where a job is claimed).
 - `extend_leases`, `record`, `pause_domain`: the heartbeat, the outcomes as policy settled
   them, a domain's pause (`app.store.record`).
-- `expired`, `next_due_at`, `prune`, `prune_domains`: what the worker reads to take back
-  leases and to know how long it may sleep, and retention (`app.store.retention`).
+- `overdue`, `next_due_at`, `prune`, `prune_domains`: what the worker reads to take back
+  leases, to know whether scheduled refreshes came due and how long it may sleep, and
+  retention (`app.store.retention`).
+- `stage_refreshes`: scheduled refreshes that came due go back to pending
+  (`app.store.refreshes`).
 - `report`, `stopped`: the worker's own row in the `workers` table (`app.store.workers`).
 
 Every write of a running attempt is fenced on its claim's random `lease_id` (cleared when
@@ -14,16 +17,27 @@ number (an operator's retry resets the count). The worker issues no SQL of its o
 """
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
 
 from app.model import DomainPause, JobStatus, Lease, Outcome, WorkerPresence
 from app.settings import Settings
-from app.store import claim, record, workers
+from app.store import claim, record, refreshes, workers
 from app.store.database import Database
 from app.store.retention import prune_domains, prune_jobs
 from app.store.tables import domains, jobs, status_is
+
+
+@dataclass(frozen=True)
+class Overdue:
+    """What a worker's look back found (`Queue.overdue`)."""
+
+    expired: list[Lease]
+    """Leases that ran out, to take back."""
+    refreshes_due: bool
+    """A scheduled refresh came due: `stage_refreshes` has work."""
 
 
 class Queue:
@@ -61,16 +75,17 @@ class Queue:
             return record.Recorded([], {})
         max_attempts = self.settings.webhook_max_attempts
         # Compiled and bound here, before the writer is taken (`record.Recording`).
-        recording = record.Recording(self.db.backend, outcomes, now)
+        recording = record.Recording(self.db.backend, outcomes, now, self.settings.content_versions)
         return await self.db.transact(lambda conn: record.record(conn, recording, max_attempts))
 
     async def pause_domain(self, domain: str, pause: DomainPause) -> bool:
         """Pause `domain` unless it is paused longer already; True if this pause is stored."""
         return await self.db.transact(lambda conn: record.pause_domain(conn, domain, pause))
 
-    async def expired(self, now: datetime, limit: int = 500) -> list[Lease]:
-        """Running jobs whose lease ran out (their worker died or hung), as the leases their
-        workers held: recording an outcome for one is fenced like any other."""
+    async def overdue(self, now: datetime, limit: int = 500) -> Overdue:
+        """What is overdue at `now`, in one read: running jobs whose lease ran out (their
+        worker died or hung), as the leases their workers held (recording an outcome for
+        one is fenced like any other), and whether a scheduled refresh has come due."""
         stmt = (
             sa.select(
                 jobs.c.id,
@@ -89,7 +104,16 @@ class Queue:
             .limit(limit)
         )
         async with self.db.read() as conn:
-            return [Lease(*row) for row in await conn.execute(stmt)]
+            leases = [Lease(*row) for row in await conn.execute(stmt)]
+            refreshes_due = await conn.run_sync(refreshes.any_due, now)
+        return Overdue(leases, refreshes_due)
+
+    async def stage_refreshes(self, now: datetime) -> int:
+        """Move the succeeded jobs whose scheduled refresh is due back to pending (a batch);
+        how many moved (`overdue` says whether any is due: most passes find none, and on
+        SQLite a write transaction takes the one writer)."""
+        backend = self.db.backend
+        return await self.db.transact(lambda conn: refreshes.stage_due(conn, backend, now))
 
     async def prune(self, older_than: datetime) -> int:
         """Retention: delete succeeded and cancelled jobs (with their attempts and content)

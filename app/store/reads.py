@@ -1,5 +1,6 @@
-"""Reads besides the operators' listings: a succeeded job's stored body, text and Markdown
-(for the API), and what a metrics scrape reads besides `JobStore.stats`. Nothing here writes."""
+"""Reads besides the operators' listings: a job's stored body, text and Markdown, of its
+last content version or an earlier one kept, and the list of its versions (for the API);
+and what a metrics scrape reads besides `JobStore.stats`. Nothing here writes."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,17 +51,34 @@ class Content:
     """Whether the job has a content row at all (a succeeded job's body)."""
 
 
+@dataclass(frozen=True)
+class Version:
+    """One stored version of a job's content, as `GET /jobs/{id}/versions` lists it."""
+
+    version: int
+    text_sha256: str | None
+    stored_at: datetime
+    content_type: str | None
+    bytes: int
+    text_length: int
+    title: str | None
+
+
 class ContentStore:
     def __init__(self, database: Database) -> None:
         self.db = database
 
-    async def get(self, job_id: str, tenant: str | None = None, *, part: Part) -> Content:
-        """The job's stored `part`, with its status and content type.
+    async def get(
+        self, job_id: str, tenant: str | None = None, *, part: Part, version: int | None = None
+    ) -> Content:
+        """The job's stored `part` of its last content version (or of `version`), with its
+        status and content type.
 
         A job of another tenant than `tenant` (when given) is no job.
         """
         if not is_job_id(job_id):
             return Content(None)
+        which = contents.c.version == (jobs.c.content_version if version is None else version)
         stmt = (
             sa.select(
                 jobs.c.status,
@@ -68,7 +86,7 @@ class ContentStore:
                 contents.c[part],
                 contents.c.job_id.is_not(None),
             )
-            .select_from(jobs.outerjoin(contents, contents.c.job_id == jobs.c.id))
+            .select_from(jobs.outerjoin(contents, sa.and_(contents.c.job_id == jobs.c.id, which)))
             .where(jobs.c.id == job_id)
         )
         if tenant is not None:
@@ -76,3 +94,29 @@ class ContentStore:
         async with self.db.read() as conn:
             row = (await conn.execute(stmt)).first()
         return Content(None) if row is None else Content(*row)
+
+    async def versions(self, job_id: str, tenant: str | None = None) -> list[Version] | None:
+        """The job's stored content versions, newest first; None when there is no such job
+        (or it is another tenant's than `tenant`, when given)."""
+        if not is_job_id(job_id):
+            return None
+        exists = sa.select(jobs.c.id).where(jobs.c.id == job_id)
+        if tenant is not None:
+            exists = exists.where(jobs.c.tenant == tenant)
+        stmt = (
+            sa.select(
+                contents.c.version,
+                contents.c.text_sha256,
+                contents.c.stored_at,
+                contents.c.content_type,
+                sa.func.length(contents.c.content),
+                contents.c.text_length,
+                contents.c.title,
+            )
+            .where(contents.c.job_id == job_id)
+            .order_by(contents.c.version.desc())
+        )
+        async with self.db.read() as conn:
+            if (await conn.execute(exists)).first() is None:
+                return None
+            return [Version(*row) for row in await conn.execute(stmt)]

@@ -9,9 +9,10 @@ change (`Backend.updates`: an executemany on PostgreSQL, a statement over a tabl
 rows on SQLite), so a batch costs the same few round trips whatever its size:
 
 1. the held jobs: status, budget, `retry_after`, result or last error (one statement per
-   kind: succeeded, failed, handed back);
+   kind: succeeded, confirmed by a refresh, failed, handed back);
 2. their attempts closed in the history;
-3. succeeded jobs' bodies, text and Markdown (their page's metadata goes with step 1);
+3. succeeded jobs' bodies, text and Markdown as a new content version (their page's
+   metadata goes with step 1), and the versions beyond INGEST_CONTENT_VERSIONS deleted;
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
 5. their domains: one slot each freed, and the failure streak moved on.
 
@@ -36,6 +37,8 @@ import sqlalchemy as sa
 
 from app.model import (
     Complete,
+    Confirm,
+    DeadReason,
     DeliveryEvent,
     DomainPause,
     DomainSignal,
@@ -109,10 +112,43 @@ _SUCCEED = (
         result_title=sa.bindparam("title"),
         result_text_length=sa.bindparam("text_length"),
         result_metadata=sa.bindparam("page"),
+        result_etag=sa.bindparam("etag"),
+        result_last_modified=sa.bindparam("last_modified"),
+        result_text_sha256=sa.bindparam("text_sha256"),
+        content_version=sa.bindparam("version"),
+        changed_at=sa.bindparam("now"),
+        refresh_at=sa.bindparam("refresh_at"),
         finished_at=sa.bindparam("now"),
         **_LEFT_RUNNING,
     )
 )
+
+_CONFIRM = (
+    sa.update(jobs)
+    .where(_held())
+    .values(
+        status=JobStatus.SUCCEEDED.value,
+        result_etag=sa.bindparam("etag"),
+        result_last_modified=sa.bindparam("last_modified"),
+        result_bytes=sa.func.coalesce(
+            sa.bindparam("bytes", type_=sa.BigInteger), jobs.c.result_bytes
+        ),
+        result_sha256=sa.func.coalesce(
+            sa.bindparam("sha256", type_=sa.String), jobs.c.result_sha256
+        ),
+        refresh_at=sa.bindparam("refresh_at"),
+        finished_at=sa.bindparam("now"),
+        **_LEFT_RUNNING,
+    )
+)
+"""A refresh found the content as stored: succeeded again, its validators renewed, and the
+body's size and hash those of the answer (a 200's), so the same body next time is known
+without extracting it; the stored version stays as it was."""
+
+_DROP_VERSIONS = sa.delete(contents).where(
+    contents.c.job_id == sa.bindparam("job"), contents.c.version <= sa.bindparam("upto")
+)
+"""The versions of a job older than the INGEST_CONTENT_VERSIONS kept."""
 
 _MOVE_ON = {
     "status": sa.bindparam("status"),
@@ -173,13 +209,17 @@ _FREE_SLOTS = (
 
 
 class Recording:
-    """Outcomes to record at `now`, their writes compiled and bound (`_Plan`)."""
+    """Outcomes to record at `now`, their writes compiled and bound (`_Plan`); a job keeps
+    `versions` of its content."""
 
-    def __init__(self, backend: Backend, outcomes: Sequence[Outcome], now: datetime) -> None:
+    def __init__(
+        self, backend: Backend, outcomes: Sequence[Outcome], now: datetime, versions: int
+    ) -> None:
         self.backend = backend
         self.outcomes = list(outcomes)
         self.now = now
-        self.plan = _Plan(backend, self.outcomes, now)
+        self.versions = versions
+        self.plan = _Plan(backend, self.outcomes, now, versions)
 
 
 def record(conn: sa.Connection, recording: Recording, webhook_max_attempts: int) -> Recorded:
@@ -194,9 +234,15 @@ def record(conn: sa.Connection, recording: Recording, webhook_max_attempts: int)
     kept = [o for o in outcomes if (o.lease.id, o.lease.lease_id) in held]
     if not kept:
         return Recorded([], {})
-    plan = recording.plan if len(kept) == len(outcomes) else _Plan(recording.backend, kept, now)
+    plan = (
+        recording.plan
+        if len(kept) == len(outcomes)
+        else _Plan(recording.backend, kept, now, recording.versions)
+    )
     for writes in plan.writes:
         writes.run(conn)
+    if plan.dropped:
+        conn.execute(_DROP_VERSIONS, plan.dropped)
     for event, ids in plan.finished.items():
         if owed := [job_id for job_id in ids if job_id in hooked]:
             owe(conn, owed, event, now, webhook_max_attempts)
@@ -209,8 +255,13 @@ def record(conn: sa.Connection, recording: Recording, webhook_max_attempts: int)
 class _Plan:
     """Every statement `record` runs, compiled and bound for these outcomes."""
 
-    def __init__(self, backend: Backend, outcomes: list[Outcome], now: datetime) -> None:
+    def __init__(
+        self, backend: Backend, outcomes: list[Outcome], now: datetime, versions: int
+    ) -> None:
+        self.versions = versions
         self.succeed: list[dict[str, Any]] = []
+        self.confirm: list[dict[str, Any]] = []
+        self.dropped: list[dict[str, Any]] = []
         self.fail: list[dict[str, Any]] = []
         self.hand_back: list[dict[str, Any]] = []
         self.close: list[dict[str, Any]] = []
@@ -239,6 +290,7 @@ class _Plan:
         )
         updates = [
             (_SUCCEED, self.succeed),
+            (_CONFIRM, self.confirm),
             (_FAIL, self.fail),
             (_HAND_BACK, self.hand_back),
             (_CLOSE_ATTEMPT, self.close),
@@ -252,9 +304,11 @@ class _Plan:
             self.writes.append(backend.inserts(contents, rows, skip_existing=True))
 
     def _job(self, outcome: Outcome, fence: dict[str, Any], now: datetime) -> None:
-        decision = outcome.decision
+        decision, lease = outcome.decision, outcome.lease
         if isinstance(decision, Complete):
             fetched = decision.fetched
+            version = lease.previous.version + 1 if lease.previous else 1
+            page = _page(fetched.metadata)
             self.succeed.append(
                 fence
                 | {
@@ -265,21 +319,51 @@ class _Plan:
                     "sha256": fetched.sha256,
                     "title": fetched.title,
                     "text_length": len(fetched.text),
-                    "page": _page(fetched.metadata),
+                    "page": page,
+                    "etag": fetched.etag,
+                    "last_modified": fetched.last_modified,
+                    "text_sha256": fetched.text_sha256,
+                    "version": version,
+                    "refresh_at": decision.refresh_at,
                 }
             )
             self.contents.append(
                 {
-                    "job_id": outcome.lease.id,
+                    "job_id": lease.id,
+                    "version": version,
                     "content": fetched.body,
                     "content_type": fetched.content_type,
                     "text": fetched.text,
                     "markdown": fetched.markdown,
                     "text_length": len(fetched.text),
+                    "text_sha256": fetched.text_sha256,
+                    "title": fetched.title,
+                    "page_metadata": page,
                     "stored_at": now,
                 }
             )
-            self.finished[DeliveryEvent.JOB_SUCCEEDED].append(outcome.lease.id)
+            if version > self.versions:
+                self.dropped.append({"job": lease.id, "upto": version - self.versions})
+            event = DeliveryEvent.JOB_CHANGED if decision.changed else DeliveryEvent.JOB_SUCCEEDED
+            self.finished[event].append(lease.id)
+            return
+        if isinstance(decision, Confirm):
+            unmodified, previous = decision.unmodified, lease.previous
+            etag, last_modified = unmodified.etag, unmodified.last_modified
+            # A 304 may leave its validators out: those it answered to still hold.
+            if unmodified.http_status == 304 and previous is not None:
+                etag = etag or previous.etag
+                last_modified = last_modified or previous.last_modified
+            self.confirm.append(
+                fence
+                | {
+                    "etag": etag,
+                    "last_modified": last_modified,
+                    "bytes": unmodified.bytes,
+                    "sha256": unmodified.sha256,
+                    "refresh_at": decision.refresh_at,
+                }
+            )
             return
         values = fence | {
             "given_back": 0 if decision.spends_attempt else 1,
@@ -300,7 +384,10 @@ class _Plan:
                 "dead_reason": decision.reason.value,
                 "finished_at": now,
             }
-            self.finished[DeliveryEvent.JOB_DEAD].append(outcome.lease.id)
+            gone = decision.reason is DeadReason.GONE
+            self.finished[DeliveryEvent.JOB_GONE if gone else DeliveryEvent.JOB_DEAD].append(
+                outcome.lease.id
+            )
         if decision.failure is None:
             self.hand_back.append(values)
         else:
@@ -348,8 +435,12 @@ def _last_error(failure: Failure) -> dict[str, Any]:
 
 def _closed(outcome: Outcome, now: datetime) -> dict[str, Any]:
     decision = outcome.decision
-    failure = None if isinstance(decision, Complete) else decision.failure
-    http_status = decision.fetched.http_status if isinstance(decision, Complete) else None
+    failure = None if isinstance(decision, Complete | Confirm) else decision.failure
+    http_status = None
+    if isinstance(decision, Complete):
+        http_status = decision.fetched.http_status
+    elif isinstance(decision, Confirm):
+        http_status = decision.unmodified.http_status
     return {
         "job": outcome.lease.id,
         "attempt": outcome.lease.attempt,

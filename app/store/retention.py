@@ -2,9 +2,9 @@
 and the rows of domains that no job names any more.
 
 Succeeded and cancelled jobs go, with their attempts and stored content (the foreign keys
-cascade). Dead jobs stay until an operator retries or deletes them; pending and running
-jobs are never touched. The worker calls this now and then (`Queue.prune`,
-`Queue.prune_domains`).
+cascade), unless they refresh on a schedule (`refresh_every`). Dead jobs stay until an
+operator retries or deletes them; pending and running jobs are never touched. The worker
+calls this now and then (`Queue.prune`, `Queue.prune_domains`).
 
 A domain's row goes once no job names it and it holds nothing a fresh row would not: no
 pause or minimum interval still running, no failure streak, no fetch in flight. Without
@@ -43,7 +43,12 @@ PRUNABLE = (JobStatus.SUCCEEDED.value, JobStatus.CANCELLED.value)
 
 
 def _prunable(older_than: datetime) -> sa.ColumnElement[bool]:
-    return sa.and_(jobs.c.status.in_(PRUNABLE), jobs.c.finished_at < older_than)
+    # A job that refreshes on a schedule is never finished for good: it stays.
+    return sa.and_(
+        jobs.c.status.in_(PRUNABLE),
+        jobs.c.finished_at < older_than,
+        jobs.c.refresh_every.is_(None),
+    )
 
 
 def _prune_batch(

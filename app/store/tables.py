@@ -85,6 +85,19 @@ class JobFields(SQLModel):
     # The page's metadata (`app.model.PageMetadata` as a JSON object, `app.store.record`);
     # null for jobs that succeeded before migration 0008.
     result_metadata: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    # The last success's validators (sent back by a refresh) and its main text's sha256
+    # (what tells a changed page: `app.policy.settle`).
+    result_etag: str | None = Field(default=None, max_length=255)
+    result_last_modified: str | None = Field(default=None, max_length=255)
+    result_text_sha256: str | None = Field(default=None, max_length=64)
+    content_version: int | None = None
+    """The content version stored last (`job_contents.version`); null before a success."""
+    changed_at: datetime | None = _ts()
+    """When that version was stored: the first success, or a refresh that found a change."""
+    refresh_every: int | None = None
+    """Seconds after each success when the job is due to be fetched again; null: never."""
+    refresh_at: datetime | None = _ts()
+    """When a succeeded job with `refresh_every` goes back to pending (`app.store.refreshes`)."""
     meta: dict[str, Any] | None = None
     callback_url: str | None = Field(default=None, max_length=2048)
     # What the callback carries of the content (`app.model.CallbackContent`); null: none.
@@ -150,6 +163,14 @@ class JobRow(JobFields, table=True):
         # every pending row on each claim.
         sa.Index("ix_jobs_created", "created_at", "id"),
         sa.Index("ix_jobs_domain_created", "domain", "created_at", "id"),
+        # Scheduled refreshes coming due, without reading the jobs that never refresh.
+        partial_index(
+            "ix_jobs_refresh_at",
+            "refresh_at",
+            where=f"status = '{JobStatus.SUCCEEDED}' AND refresh_at IS NOT NULL",
+        ),
+        # GET /jobs?changed_since=T: the jobs whose content changed since T.
+        partial_index("ix_jobs_changed", "changed_at", where="changed_at IS NOT NULL"),
     )
 
 
@@ -255,9 +276,11 @@ class WorkerProcess(SQLModel, table=True):
 
 
 class JobContent(SQLModel, table=True):
-    """A succeeded job's body and extracted text, written in the same transaction as its
-    success (`app.store.record`). Kept in the database, not in files, because several
-    hosts share one PostgreSQL and none of them shares a disk."""
+    """One version of a job's body and extracted text, written in the same transaction as
+    the success that fetched it (`app.store.record`): version 1 by the first, one more by
+    each refresh that finds the page changed; INGEST_CONTENT_VERSIONS are kept. Kept in the
+    database, not in files, because several hosts share one PostgreSQL and none of them
+    shares a disk."""
 
     __tablename__ = "job_contents"
 
@@ -266,6 +289,13 @@ class JobContent(SQLModel, table=True):
             sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
         )
     )
+    version: int = Field(default=1, primary_key=True)
+    text_sha256: str | None = Field(default=None, max_length=64)
+    """sha256 of `text` as UTF-8; null for versions stored before migration 0009 that had
+    no text to hash."""
+    title: str | None = None
+    page_metadata: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    """The page's metadata when this version was fetched (`jobs.result_metadata`)."""
     content: bytes = Field(sa_column=Column(sa.LargeBinary(), nullable=False))
     """The body exactly as decoded (Content-Encoding undone), at most INGEST_MAX_BODY_BYTES."""
     content_type: str | None = Field(default=None, max_length=255)

@@ -17,7 +17,16 @@ import pytest
 import respx
 
 from app.fetch.fetcher import Fetcher
-from app.model import ErrorKind, Failure, Fetched, PageMetadata
+from app.fetch.pool import ExtractionPool
+from app.model import (
+    AttemptOutcome,
+    ErrorKind,
+    Failure,
+    Fetched,
+    PageMetadata,
+    Previous,
+    Unmodified,
+)
 from app.settings import Settings
 
 Handler = Callable[[httpx.Request], Any]
@@ -58,12 +67,15 @@ def as_served(handler: Handler) -> Handler:
     return handle
 
 
-async def fetch(handler: Handler, url: str, **overrides: Any) -> Fetched | Failure:
-    """Fetch `url` through a MockTransport that answers with `handler`."""
+async def fetch(
+    handler: Handler, url: str, previous: Previous | None = None, **overrides: Any
+) -> Fetched | Unmodified | Failure:
+    """Fetch `url` through a MockTransport that answers with `handler` (as a refresh of
+    what `previous` says was stored, when given)."""
     transport = httpx.MockTransport(as_served(handler))
     fetcher = Fetcher(make_settings(**overrides), transport=transport)
     try:
-        return await fetcher.fetch(url)
+        return await fetcher.fetch(url, previous)
     finally:
         await fetcher.aclose()
 
@@ -110,6 +122,7 @@ async def test_success_result_fields_after_a_redirect() -> None:
         text="hi",
         markdown="hi",
         metadata=PageMetadata(title="Hello world", charset="utf-8", charset_source="header"),
+        text_sha256=hashlib.sha256(b"hi").hexdigest(),
     )
     assert expected == result
 
@@ -135,6 +148,7 @@ async def test_success_without_html_has_no_title() -> None:
         text=body.decode(),
         markdown=f"```json\n{body.decode()}\n```",
         metadata=PageMetadata(charset="utf-8", charset_source="detected"),
+        text_sha256=hashlib.sha256(body).hexdigest(),
     )
     assert expected == result
 
@@ -152,6 +166,7 @@ async def test_empty_204() -> None:
         None,
         markdown="",
         metadata=PageMetadata(charset="utf-8", charset_source="detected"),
+        text_sha256=hashlib.sha256(b"").hexdigest(),
     )
     assert expected == result
 
@@ -716,3 +731,83 @@ async def test_blocked_destination_is_fatal_and_sends_nothing() -> None:
         )
         == result
     )
+
+
+# ---- refreshes ------------------------------------------------------------------------------
+
+STORED = Previous(
+    1, '"abc"', "Tue, 01 Dec 2026 08:00:00 GMT", hashlib.sha256(PAGE).hexdigest(), "t"
+)
+
+
+async def test_a_refresh_sends_the_stored_validators_on_every_hop() -> None:
+    """If-None-Match and If-Modified-Since go with the GET and with the redirect's GET."""
+    sent: list[tuple[str | None, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(
+            (request.headers.get("if-none-match"), request.headers.get("if-modified-since"))
+        )
+        if request.url.path == "/start":
+            return httpx.Response(301, headers={"Location": "/final"})
+        return httpx.Response(304)
+
+    result = await fetch(handler, "https://example.test/start", STORED)
+    assert [(STORED.etag, STORED.last_modified)] * 2 == sent
+    assert Unmodified(AttemptOutcome.NOT_MODIFIED, 304, None, None) == result
+
+
+async def test_a_304_keeps_the_validators_it_sends() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(304, headers={"ETag": '"abd"', "Last-Modified": "x"})
+
+    result = await fetch(handler, "https://example.test/", STORED)
+    assert Unmodified(AttemptOutcome.NOT_MODIFIED, 304, '"abd"', "x") == result
+
+
+async def test_a_first_fetch_sends_no_validators_and_a_304_is_fatal() -> None:
+    """Unasked, a 304 is no answer to use: fatal, as any other non-2xx that is not transient."""
+    sent: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.headers.get("if-none-match"))
+        return httpx.Response(304)
+
+    result = await fetch(handler, "https://example.test/")
+    assert [None] == sent
+    assert isinstance(result, Failure) and (ErrorKind.FATAL, 304) == (
+        result.kind,
+        result.http_status,
+    )
+
+
+async def test_the_very_body_stored_is_unchanged_and_not_extracted(monkeypatch) -> None:
+    """A 200 with the body whose sha256 the last success stored: `Unmodified` (unchanged),
+    with its size and hash, and the extraction never asked."""
+
+    async def no_extraction(*_: object) -> None:
+        raise AssertionError("extracted")
+
+    monkeypatch.setattr(ExtractionPool, "extract", no_extraction)
+    result = await fetch(lambda request: html(), "https://example.test/", STORED)
+    digest = hashlib.sha256(PAGE).hexdigest()
+    assert Unmodified(AttemptOutcome.UNCHANGED, 200, None, None, len(PAGE), digest) == result
+
+
+@pytest.mark.parametrize(
+    ("etag", "kept"),
+    [
+        (b'"ok"', '"ok"'),
+        (b'W/"weak"', 'W/"weak"'),
+        (b"x" * 256, None),
+        ("caf\u00e9".encode(), None),
+    ],
+    ids=["strong", "weak", "too long", "not ascii"],
+)
+async def test_only_an_etag_fit_to_send_back_is_kept(etag: bytes, kept: str | None) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        headers = [(b"Content-Type", b"text/html; charset=utf-8"), (b"ETag", etag)]
+        return httpx.Response(200, content=PAGE, headers=headers)
+
+    result = await fetch(handler, "https://example.test/")
+    assert isinstance(result, Fetched) and kept == result.etag

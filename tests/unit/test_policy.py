@@ -11,15 +11,27 @@ import pytest
 from app.fetch.fetcher import FetchTimeout
 from app.model import (
     AttemptOutcome,
+    Complete,
+    Confirm,
     DeadReason,
     DomainSignal,
     ErrorKind,
     Failure,
+    Fetched,
     Lease,
     MarkDead,
+    Previous,
     Reschedule,
+    Unmodified,
 )
-from app.policy import backoff_delay, classify_exception, classify_status, decide, unsettled
+from app.policy import (
+    backoff_delay,
+    classify_exception,
+    classify_status,
+    decide,
+    settle,
+    unsettled,
+)
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
 
 TRANSIENT = ErrorKind.TRANSIENT
@@ -487,3 +499,100 @@ def test_an_attempt_that_could_not_be_settled_is_dead_and_fatal() -> None:
         outcome.domain,
     )
     assert exc is outcome.decision.failure.unexpected
+
+
+# ---- refreshes ------------------------------------------------------------------------------
+
+PREVIOUS = Previous(2, '"e"', "Tue, 01 Dec 2026 08:00:00 GMT", "body-hash", "text-hash")
+
+
+def fetched(text_sha256: str) -> Fetched:
+    return Fetched(
+        200,
+        "http://a.test/",
+        "text/html",
+        10,
+        "other-body",
+        "T",
+        4,
+        b"",
+        "text",
+        None,
+        etag='"f"',
+        last_modified=None,
+        text_sha256=text_sha256,
+    )
+
+
+def refresh_lease(previous: Previous | None, refresh_every: int | None = None) -> Lease:
+    return Lease(
+        "j",
+        "http://a.test/",
+        "a.test",
+        "t",
+        1,
+        4,
+        0,
+        "w",
+        "l",
+        NOW,
+        previous=previous,
+        refresh_every=refresh_every,
+    )
+
+
+@pytest.mark.parametrize(
+    ("previous", "text_sha256", "changed"),
+    [(None, "text-hash", False), (PREVIOUS, "new-hash", True)],
+    ids=["first fetch", "text changed"],
+)
+def test_a_new_text_completes_the_job(previous, text_sha256, changed) -> None:
+    """A first success, or a refresh whose text hashes differently, stores a version;
+    only the refresh is a change (`job.changed`)."""
+    result = fetched(text_sha256)
+    outcome = settle(refresh_lease(previous), result, 5, NOW, settings())
+    assert (Complete(result, None, changed), AttemptOutcome.SUCCEEDED, DomainSignal.ANSWERED) == (
+        outcome.decision,
+        outcome.ended,
+        outcome.domain,
+    )
+
+
+def test_a_refresh_whose_text_hashes_the_same_is_unchanged() -> None:
+    """Another body, the same text: confirmed (no version), with the answer's validators
+    and its body's size and hash."""
+    outcome = settle(refresh_lease(PREVIOUS), fetched("text-hash"), 5, NOW, settings())
+    unmodified = Unmodified(AttemptOutcome.UNCHANGED, 200, '"f"', None, 10, "other-body")
+    assert (Confirm(unmodified), AttemptOutcome.UNCHANGED) == (outcome.decision, outcome.ended)
+
+
+def test_a_304_confirms_the_content() -> None:
+    unmodified = Unmodified(AttemptOutcome.NOT_MODIFIED, 304, None, None)
+    outcome = settle(refresh_lease(PREVIOUS, 60), unmodified, 5, NOW, settings())
+    assert (Confirm(unmodified, NOW + timedelta(seconds=60)), AttemptOutcome.NOT_MODIFIED) == (
+        outcome.decision,
+        outcome.ended,
+    )
+
+
+@pytest.mark.parametrize("refresh_every", [None, 60, 86_400])
+def test_a_success_schedules_the_next_refresh(refresh_every) -> None:
+    """`refresh_every` seconds after the success; never without one."""
+    outcome = settle(refresh_lease(None, refresh_every), fetched("h"), 5, NOW, settings())
+    expected = None if refresh_every is None else NOW + timedelta(seconds=refresh_every)
+    assert expected == outcome.decision.refresh_at
+
+
+@pytest.mark.parametrize("status", [404, 410])
+def test_a_refresh_answered_404_or_410_is_gone(status) -> None:
+    """Gone at once (no retry), only for a page fetched before: a first fetch's 404 is fatal."""
+    failure = classify_status(status, frozenset({500}))
+    assert failure is not None
+    refresh = decide(failure, 1, 4, 0, NOW, settings(), refresh=True)
+    first = decide(failure, 1, 4, 0, NOW, settings())
+    assert (DeadReason.GONE, DeadReason.FATAL) == (refresh.reason, first.reason)
+
+
+def test_a_refresh_failing_transiently_is_retried_as_any_fetch() -> None:
+    failure = Failure(TRANSIENT, "HTTPStatus", "HTTP 503", 503)
+    assert isinstance(decide(failure, 1, 4, 0, NOW, settings(), refresh=True), Reschedule)
