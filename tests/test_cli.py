@@ -252,7 +252,7 @@ def test_delete_a_dead_job_then_a_pending_one(made):
     assert f"error: job {waiting} is pending; cannot delete" == one_line_error(refused)
 
 
-@pytest.mark.parametrize("command", [["show"], ["retry"], ["cancel"]])
+@pytest.mark.parametrize("command", [["show"], ["retry"], ["refresh"], ["cancel"], ["versions"]])
 def test_an_unknown_id_is_one_line(made, command):
     """An id that names no job: exit 1 and `error: no job <id>`."""
     result = ingest("jobs", *command, "no-such-job")
@@ -358,6 +358,7 @@ def test_short_ids_name_jobs_everywhere(made):
 
 HELP = [[], ["jobs"], ["jobs", "list"], ["jobs", "show"], ["jobs", "retry"], ["stats"]]
 HELP += [["domains"], ["worker"], ["serve"], ["db", "upgrade"], ["openapi"]]
+HELP += [["jobs", "refresh"], ["jobs", "versions"]]
 
 
 def test_help_shows_flags_without_a_value():
@@ -491,3 +492,157 @@ def test_show_escapes_what_the_remote_side_sent(database_url, monkeypatch, tmp_p
     assert f"HTTP 404 {escaped}" in shown_dead.stdout.split("attempts")[-1]  # its MESSAGE
     assert f"title 't{escaped}'" in shown_ok.stdout
     assert not {"\x1b", "\x07"} & set(shown_dead.stdout + shown_ok.stdout)
+
+
+def test_refresh_a_succeeded_job_keeps_its_content(made):
+    """A succeeded job (named by its id's start) is pending again with a fresh budget, its
+    content version and text kept; a dead one too, with no version to keep."""
+    ok, gone = made["ok"]["id"], made["gone"]["id"]
+    result = ingest("jobs", "refresh", ok[:8])
+    dead = ingest("jobs", "refresh", gone)
+    assert 0 == result.exit_code == dead.exit_code, result.output + dead.output
+    assert f"job {ok}: pending, due now, attempts 0/4, content version 1 kept\n" == result.stdout
+    assert f"job {gone}: pending, due now, attempts 0/4\n" == dead.stdout
+    shown = json.loads(ingest("jobs", "show", ok, "--json").stdout)
+    assert ("pending", 0, 1) == (shown["status"], shown["attempts"], shown["version"])
+    assert "hi\n" == ingest("jobs", "text", ok).stdout
+
+
+def test_refresh_refuses_a_pending_or_cancelled_job(made):
+    """A job that is pending (it fetches already) or cancelled is a state conflict: exit 1,
+    one line saying its status."""
+    for status, job_id in [
+        ("pending", made["waiting"]["id"]),
+        ("cancelled", made["cancelled"]["id"]),
+    ]:
+        result = ingest("jobs", "refresh", job_id)
+        after = json.loads(ingest("jobs", "show", job_id, "--json").stdout)
+        assert 1 == result.exit_code, status
+        assert f"error: job {job_id} is {status}; cannot refresh" == one_line_error(result)
+        assert status == after["status"]
+
+
+def test_refresh_every_succeeded_job_of_a_domain(made):
+    """--domain requeues that domain's succeeded jobs (named in any case), not its dead
+    ones."""
+    ok, domain = made["ok"]["id"], made["ok"]["domain"]
+    none = ingest("jobs", "refresh", "--domain", "Elsewhere.example")
+    some = ingest("jobs", "refresh", "--domain", domain.upper())
+    assert "requeued 0 succeeded jobs of elsewhere.example to refresh\n" == none.stdout
+    assert f"requeued 1 succeeded job of {domain} to refresh\n" == some.stdout
+    assert "pending" == json.loads(ingest("jobs", "show", ok, "--json").stdout)["status"]
+    dead = json_lines(ingest("jobs", "list", "--status", "dead", "--json").stdout)
+    assert [made["gone"]["id"]] == [job["id"] for job in dead]
+
+
+def test_refresh_all(made):
+    """--all requeues every succeeded job, whatever its tenant; then none is left."""
+    result = ingest("jobs", "refresh", "--all")
+    again = ingest("jobs", "refresh", "--all")
+    assert "requeued 1 succeeded job to refresh\n" == result.stdout
+    assert "requeued 0 succeeded jobs to refresh\n" == again.stdout
+    assert (
+        "pending" == json.loads(ingest("jobs", "show", made["ok"]["id"], "--json").stdout)["status"]
+    )
+
+
+def test_refresh_needs_one_of_an_id_a_domain_or_all():
+    """Neither, or two of a job id, --domain and --all: one-line usage errors saying which."""
+    job = "0172ff91"
+    mixed = "error: give only one of a job id, --domain and --all"
+    expected = {
+        (): "error: give a job id, --domain or --all",
+        (job, "--domain", "x"): mixed,
+        (job, "--all"): mixed,
+        ("--domain", "x", "--all"): mixed,
+    }
+    for args, error in expected.items():
+        result = ingest("jobs", "refresh", *args)
+        assert 2 == result.exit_code, args
+        assert error == one_line_error(result)
+
+
+def versioned_page(title: str, text: str) -> bytes:
+    body = f"<html><head><title>{title}</title></head><body><article><p>{text}</p></article>"
+    return (body + "</body></html>").encode()
+
+
+@pytest.fixture
+def versioned(database_url, make_settings, web, monkeypatch, tmp_path) -> dict:
+    """A job refreshed hourly whose refresh found its text changed (version 2, "Second",
+    after version 1, "First"), and what the API says of it and of its versions; the CLI is
+    pointed at its database."""
+    url = web.script(
+        "/p",
+        Reply(200, versioned_page("First", "old words")),
+        Reply(200, versioned_page("Second", "new words")),
+    )
+
+    async def make() -> dict:
+        async with running_app(make_settings()) as (_, client):
+            response = await client.post("/jobs", json={"url": url, "refresh_every": 3600})
+            job_id = response.json()["id"]
+            await wait_for_status(client, job_id, "succeeded")
+            assert 200 == (await client.post(f"/jobs/{job_id}/refresh")).status_code
+            job = await wait_for_status(client, job_id, "succeeded")
+            versions = (await client.get(f"/jobs/{job_id}/versions")).json()["items"]
+            return {"job": job, "versions": versions}
+
+    made = asyncio.run(make())
+    assert 2 == made["job"]["version"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INGEST_DATABASE_URL", database_url)
+    return made
+
+
+def test_versions_table_newest_first(versioned):
+    """One row per version, newest first: its number, when it was stored, its size, its
+    text's length and sha256 (the first 12 digits), its title; --json prints what
+    GET /jobs/{id}/versions lists, one version per line."""
+    job_id = versioned["job"]["id"]
+    result = ingest("jobs", "versions", job_id[:8])
+    as_json = ingest("jobs", "versions", job_id, "--json")
+    assert 0 == result.exit_code == as_json.exit_code, result.output + as_json.output
+    lines = result.stdout.splitlines()
+    assert ["VERSION", "STORED", "(UTC)", "BYTES", "TEXT", "LENGTH", "TEXT", "SHA256", "TITLE"] == (
+        lines[0].split()
+    )
+    rows = [line.split() for line in lines[2:]]
+    expected = [
+        [
+            str(v["version"]),
+            *datetime.fromisoformat(v["stored_at"]).strftime("%Y-%m-%d %H:%M:%S").split(),
+            str(v["bytes"]),
+            str(v["text_length"]),
+            v["text_sha256"][:12],
+            v["title"],
+        ]
+        for v in versioned["versions"]
+    ]
+    assert ["2", "1"] == [row[0] for row in rows]
+    assert expected == rows
+    assert ["Second", "First"] == [v["title"] for v in versioned["versions"]]
+    assert versioned["versions"] == json_lines(as_json.stdout)
+
+
+def test_versions_of_a_job_that_never_succeeded(made):
+    """A job with no content version says so, exit 0; --json prints nothing."""
+    gone = made["gone"]["id"]
+    result = ingest("jobs", "versions", gone)
+    assert (0, f"job {gone} keeps no content version\n") == (result.exit_code, result.stdout)
+    assert "" == ingest("jobs", "versions", gone, "--json").stdout
+
+
+def test_show_says_the_version_and_the_refresh_schedule(versioned, made):
+    """`jobs show` of a job refreshed hourly: its version and when it changed, and when it is
+    next fetched; a job with neither shows neither row."""
+    job_id = versioned["job"]["id"]
+    result = ingest("jobs", "show", job_id)
+    assert 0 == result.exit_code, result.output
+    moment = r"(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d"
+    assert re.search(rf"^version\s+2, changed {moment} \(\d+s ago\)\s*$", result.stdout, re.M)
+    assert re.search(
+        rf"^refreshes\s+every 1h00m, next {moment} \(in (59m\d\ds|1h00m)\)\s*$", result.stdout, re.M
+    ), result.stdout
+    plain = ingest("jobs", "show", made["gone"]["id"]).stdout
+    assert not re.search(r"^(version|refreshes)\s", plain, re.M), plain

@@ -1,7 +1,7 @@
 """The dashboard's views and buttons over HTTP, on both backends: workers, running jobs,
 domains and the chart on the overview; cards and lists that follow the filter; search;
 refresh only when asked; cancel, delete, the confirmed bulk actions, "Run now" on a job
-whose domain is paused."""
+whose domain is paused; a job's content versions and its Refresh button."""
 
 import base64
 import re
@@ -13,10 +13,10 @@ from app.model import DeadReason, DomainPause, ErrorKind, Failure, MarkDead, New
 from app.runtime import Runtime
 from app.store.queue import Queue
 from tests.activity import DOMAINS, GONE, LIVE, STOPPED, seed_activity
-from tests.conftest import eventually, running_app
+from tests.conftest import eventually, running_app, wait_for_status
 from tests.outcomes import failed
 from tests.test_dashboard import PAUSED_DOMAIN, banner, seed
-from tests.webserver import Reply
+from tests.webserver import Reply, ScriptedServer
 
 
 async def dead_job(runtime: Runtime, domain: str) -> str:
@@ -231,3 +231,110 @@ async def test_recent_successes_link_their_content_served_sandboxed(make_setting
         body.headers.get_list("content-security-policy"),
     )
     assert "Body text" in text.text
+
+
+def versioned_page(title: str, text: str) -> bytes:
+    body = f"<html><head><title>{title}</title></head><body><article><p>{text}</p></article>"
+    return (body + "</body></html>").encode()
+
+
+async def versioned_job(make_settings, web: ScriptedServer) -> str:
+    """A job refreshed hourly whose refresh found its text changed: version 2 ("Second",
+    "new words") after version 1 ("First", "old words"); the worker stopped after."""
+    url = web.script(
+        "/p",
+        Reply(200, versioned_page("First", "old words")),
+        Reply(200, versioned_page("Second", "new words")),
+    )
+    async with running_app(make_settings()) as (_, client):
+        job = (await client.post("/jobs", json={"url": url, "refresh_every": 3600})).json()
+        await wait_for_status(client, job["id"], "succeeded")
+        assert 200 == (await client.post(f"/jobs/{job['id']}/refresh")).status_code
+        done = await wait_for_status(client, job["id"], "succeeded")
+    assert 2 == done["version"]
+    return job["id"]
+
+
+async def test_job_page_lists_its_versions_with_text_and_diff_links(make_settings, web):
+    """The job page says its version, when it changed and when it is next fetched; lists
+    its versions newest first, each linking its text (served under the dashboard's sign-in)
+    and, but the oldest, the diff from the one before; and has a Refresh button."""
+    job_id = await versioned_job(make_settings, web)
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        page = (await client.get(f"/dashboard/jobs/{job_id}")).text
+        old = await client.get(f"/dashboard/jobs/{job_id}/versions/1/text")
+        diff = await client.get(f"/dashboard/jobs/{job_id}/versions/2/text", params={"diff": 1})
+        unkept = await client.get(f"/dashboard/jobs/{job_id}/versions/3/text")
+    table = page.split('<table id="versions">', 1)[1].split("</table>", 1)[0]
+    versions = f"/dashboard/jobs/{job_id}/versions"
+    assert ["2", "1"] == re.findall(r'<tr data-version="(\d+)">', table)
+    assert [f"{versions}/2/text", f"{versions}/2/text?diff=1", f"{versions}/1/text"] == (
+        re.findall(r'href="([^"]+)"', table)
+    )
+    assert table.index("Second") < table.index("First")
+    moment = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
+    assert re.search(rf'<dd data-field="version">2, changed {moment} <span', page)
+    assert re.search(
+        rf'<dd data-field="refreshes">every 3600 s, next at {moment} '
+        r'<span class="muted">\(in (1h|59m \d+s)\)</span>',
+        page,
+    ), page
+    assert f'action="/dashboard/jobs/{job_id}/refresh?back=job"' in page
+    assert (200, "old words") == (old.status_code, old.text)
+    assert diff.headers["content-type"].startswith("text/x-diff")
+    assert "-old words" in diff.text and "+new words" in diff.text
+    assert 404 == unkept.status_code
+
+
+async def test_refresh_button_requeues_the_job_keeping_its_content(make_settings, web):
+    """POST /dashboard/jobs/{id}/refresh: the succeeded job is pending with a fresh budget,
+    its version and text kept; back on its page, which says so and has no Refresh button
+    now. Pressed again, it is refused: the job is pending."""
+    job_id = await versioned_job(make_settings, web)
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        response = await client.post(f"/dashboard/jobs/{job_id}/refresh", params={"back": "job"})
+        job = (await client.get(f"/jobs/{job_id}")).json()
+        text = (await client.get(f"/jobs/{job_id}/text")).text
+        page = (await client.get(response.headers["location"])).text
+        shown = await banner(client, response)
+        again = await banner(
+            client,
+            await client.post(f"/dashboard/jobs/{job_id}/refresh", params={"back": "job"}),
+        )
+    assert response.headers["location"].startswith(f"/dashboard/jobs/{job_id}?notice=refreshed")
+    assert f"Job {job_id} is pending again to refresh its page; its content is kept." == shown
+    assert ("pending", 0, 2) == (job["status"], job["attempts"], job["version"])
+    assert "new words" == text
+    assert f"/dashboard/jobs/{job_id}/refresh" not in page
+    assert f"Not refreshed: job {job_id} is pending; cannot refresh." == again
+
+
+async def test_refresh_a_dead_job_and_an_unknown_one(make_settings):
+    """A dead job's page has a Refresh button and no versions; pressed from the overview,
+    the job is pending and the overview says so. An unknown id is said, not an error."""
+    unknown = "0172ff91-2bc7-4277-8c54-cfd050bbf331"
+    async with running_app(make_settings(worker_enabled=False)) as (app, client):
+        dead = await dead_job(app.state.runtime, "gone.example")
+        page = (await client.get(f"/dashboard/jobs/{dead}")).text
+        response = await client.post(f"/dashboard/jobs/{dead}/refresh")
+        status = (await client.get(f"/jobs/{dead}")).json()["status"]
+        shown = [
+            await banner(client, answer)
+            for answer in (response, await client.post(f"/dashboard/jobs/{unknown}/refresh"))
+        ]
+    assert f'action="/dashboard/jobs/{dead}/refresh?back=job"' in page
+    assert 'id="versions"' not in page
+    assert response.headers["location"].startswith("/dashboard?notice=refreshed")
+    assert "pending" == status
+    assert [
+        f"Job {dead} is pending again to refresh its page; its content is kept.",
+        f"No job {unknown}.",
+    ] == shown
+
+
+async def test_refresh_refuses_cross_site_posts(client):
+    """The Refresh button from another site is 403, like every dashboard POST."""
+    job = "0172ff91-2bc7-4277-8c54-cfd050bbf331"
+    foreign = {"Origin": "https://evil.example"}
+    response = await client.post(f"/dashboard/jobs/{job}/refresh", headers=foreign)
+    assert 403 == response.status_code

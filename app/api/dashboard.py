@@ -1,13 +1,14 @@
 """The operators' dashboard: server-rendered HTML over the stores the API uses.
 
 Owns the `/dashboard` pages and their buttons: retry a job ("Run now" for a pending one),
-cancel a pending job, delete a finished one; retry or delete every dead job of the filter
-(after a confirmation page); resume a paused domain. Each button is a plain form POST that
-calls one store method and redirects back to the view it was pressed on (POST, redirect,
-GET), so a reload never repeats an action; the redirect names what happened as a notice
-code, which the page says in a sentence of its own (`app.api.notices`). No script and no
-external asset: Jinja2 templates in `app/templates/`, inline CSS, the chart as inline SVG
-(`app.api.chart`). The pages are not in the OpenAPI schema. This module issues no SQL.
+refresh a succeeded or dead one, cancel a pending job, delete a finished one; retry or delete
+every dead job of the filter (after a confirmation page); resume a paused domain. Each
+button is a plain form POST that calls one store method and redirects back to the view it
+was pressed on (POST, redirect, GET), so a reload never repeats an action; the redirect
+names what happened as a notice code, which the page says in a sentence of its own
+(`app.api.notices`). No script and no external asset: Jinja2 templates in `app/templates/`,
+inline CSS, the chart as inline SVG (`app.api.chart`). The pages are not in the OpenAPI
+schema. This module issues no SQL.
 
 The overview reloads itself only when asked (`?refresh=5`, or its Refresh link): a timed
 reload would wipe what an operator is typing.
@@ -143,9 +144,11 @@ def _busiest_first(domains: list[DomainOverview]) -> list[DomainOverview]:
 
 
 @router.get("/jobs/{job_id}", name="dashboard_job")
-async def job_page(request: Request, job_id: str, jobs: JobsDep, notice: NoticeDep) -> HTMLResponse:
-    """One job, what holds it back, what its page says of itself, its attempt history
-    (oldest first) and its buttons."""
+async def job_page(
+    request: Request, job_id: str, jobs: JobsDep, contents: ContentsDep, notice: NoticeDep
+) -> HTMLResponse:
+    """One job, what holds it back, what its page says of itself, the content versions it
+    keeps (newest first), its attempt history (oldest first) and its buttons."""
     try:
         job = await jobs.get(job_id)
     except JobNotFound:
@@ -157,11 +160,15 @@ async def job_page(request: Request, job_id: str, jobs: JobsDep, notice: NoticeD
         missing = {"job": None, "job_id": job_id if is_job_id(job_id) else None}
         return templates.TemplateResponse(request, "job.html", context | missing, 404)
     page = None if job.result_metadata is None else PageMetadataOut.of(job.result_metadata)
+    versions = await contents.versions(job_id) or []
     context |= {
         "job_id": job_id,
         "job": job,
         "page": page,
         "has_text": has_text(media_type(job.result_content_type)),
+        "versions": versions,
+        # A version of a type with no text (an image) has no text to show or compare.
+        "with_text": {v.version for v in versions if has_text(media_type(v.content_type))},
         "attempts": await jobs.attempts(job_id),
     }
     return templates.TemplateResponse(request, "job.html", context)
@@ -184,6 +191,22 @@ async def job_text(job_id: str, contents: ContentsDep) -> Response:
 async def job_markdown(job_id: str, contents: ContentsDep) -> Response:
     """What `GET /jobs/{id}/markdown` serves, under the dashboard's sign-in."""
     return await content.get_job_markdown(job_id, contents, Caller(None))
+
+
+@router.get(
+    "/jobs/{job_id}/versions/{version}/text",
+    name="dashboard_version_text",
+    response_class=Response,
+)
+async def version_text(
+    job_id: str,
+    version: content.VersionNumber,
+    contents: ContentsDep,
+    diff: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+) -> Response:
+    """What `GET /jobs/{id}/versions/{n}/text` serves (with `?diff=m`, the diff from version
+    m), under the dashboard's sign-in."""
+    return await content.get_version_text(job_id, version, contents, Caller(None), diff)
 
 
 @router.get("/confirm/{what}", name="dashboard_confirm")
@@ -214,6 +237,21 @@ async def retry_job(
         notice = _no_job(job_id)
     except StateConflict as exc:
         notice = Notice(Code.NOT_RETRIED, job_id, status=exc.status)
+    return _redirect(_back(job_id, back, view), notice)
+
+
+@router.post("/jobs/{job_id}/refresh", name="dashboard_refresh_job")
+async def refresh_job(
+    job_id: str, jobs: JobsDep, view: ViewDep, back: Back = None
+) -> RedirectResponse:
+    """The store's refresh (succeeded or dead: pending again to fetch its page anew, its
+    content kept), then back."""
+    try:
+        notice = Notice(Code.REFRESHED, (await jobs.refresh(job_id)).id)
+    except JobNotFound:
+        notice = _no_job(job_id)
+    except StateConflict as exc:
+        notice = Notice(Code.NOT_REFRESHED, job_id, status=exc.status)
     return _redirect(_back(job_id, back, view), notice)
 
 

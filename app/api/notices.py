@@ -30,6 +30,9 @@ class Code(StrEnum):
     RUN_NOW = "run-now"
     """A pending job's wait for its next attempt is cleared."""
     NOT_RETRIED = "not-retried"
+    REFRESHED = "refreshed"
+    """A succeeded or dead job is pending again, as a refresh."""
+    NOT_REFRESHED = "not-refreshed"
     CANCELLED = "cancelled"
     NOT_CANCELLED = "not-cancelled"
     DELETED = "deleted"
@@ -100,6 +103,8 @@ SENTENCES = {
     Code.CANCELLED: "Job {job} is cancelled.",
     Code.DELETED: "Job {job} is deleted.",
     Code.NOT_RETRIED: "Not retried: job {job} is {status}; cannot retry.",
+    Code.REFRESHED: "Job {job} is pending again to refresh its page; its content is kept.",
+    Code.NOT_REFRESHED: "Not refreshed: job {job} is {status}; cannot refresh.",
     Code.NOT_CANCELLED: "Not cancelled: job {job} is {status}; cannot cancel.",
     Code.NOT_DELETED: "Not deleted: job {job} is {status}; cannot delete.",
     Code.NO_JOB: "No job {job}.",

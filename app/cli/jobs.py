@@ -18,12 +18,12 @@ from app.model import JobStatus
 
 if TYPE_CHECKING:
     from app.store.jobs import JobStore
-    from app.store.reads import Part
+    from app.store.reads import Part, Version
     from app.store.tables import Attempt, Job
 
 # Plain Click help: Typer's Rich help shows every flag as taking a value (`--json <bool>`).
 jobs_cli = typer.Typer(
-    help="Inspect jobs, retry, cancel and delete them.",
+    help="Inspect jobs and their content versions; retry, refresh, cancel and delete them.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -178,6 +178,67 @@ def retry(
 
     job = run_on_store(run)
     typer.echo(f"job {job.id}: {job.status}, due now, attempts {job.attempts}/{job.max_attempts}")
+
+
+@jobs_cli.command("refresh")
+def refresh(
+    job_id: Annotated[
+        str | None, typer.Argument(metavar="ID", help="The job to refresh (or its id's start).")
+    ] = None,
+    domain: Annotated[
+        str | None, typer.Option(metavar="DOMAIN", help="Every succeeded job of this domain.")
+    ] = None,
+    all_succeeded: Annotated[bool, typer.Option("--all", help="Every succeeded job.")] = False,
+) -> None:
+    """Succeeded or dead: back to pending to fetch its page again, due now with a fresh
+    budget, its content kept (a new version only if the text changed)."""
+    given = [job_id is not None, domain is not None, all_succeeded]
+    if not any(given):
+        fail("give a job id, --domain or --all", code=2)
+    if sum(given) > 1:
+        fail("give only one of a job id, --domain and --all", code=2)
+    if job_id is None:
+        count = run_on_store(lambda store: store.refresh_all(domain=domain))
+        of = f" of {domain.lower()}" if domain else ""
+        typer.echo(f"requeued {count} succeeded job{'' if count == 1 else 's'}{of} to refresh")
+        return
+
+    async def run(store: JobStore) -> Job:
+        return await store.refresh(await store.match_id(job_id))
+
+    job = run_on_store(run)
+    kept = "" if job.content_version is None else f", content version {job.content_version} kept"
+    typer.echo(
+        f"job {job.id}: {job.status}, due now, attempts {job.attempts}/{job.max_attempts}{kept}"
+    )
+
+
+@jobs_cli.command("versions")
+def versions(job_id: JobId, json_lines: JsonFlag = False, wide: WideFlag = False) -> None:
+    """The content versions a job keeps, newest first: a table, or with --json one version
+    per line (as GET /jobs/{id}/versions lists them)."""
+    from app.cli.tables import new_console, versions_table
+    from app.store.reads import ContentStore
+
+    async def read(store: JobStore) -> tuple[str, list[Version] | None]:
+        full_id = await store.match_id(job_id)
+        return full_id, await ContentStore(store.db).versions(full_id)
+
+    full_id, kept = run_on_store(read)
+    if kept is None:  # deleted since its id was matched
+        fail(f"no job {full_id}")
+    if json_lines:
+        from app.wire import VersionOut
+
+        for version in kept:
+            out = VersionOut.model_validate(version, from_attributes=True)
+            echo_json(out.model_dump(mode="json"))
+        return
+    console = new_console(wide)
+    if not kept:
+        console.print(f"job {full_id} keeps no content version", highlight=False)
+        return
+    console.print(versions_table(kept, None if wide else console.width))
 
 
 @jobs_cli.command("cancel")

@@ -28,6 +28,7 @@ from rich.text import Text
 
 from app.model import JobStatus
 from app.store.domains import DomainOverview
+from app.store.reads import Version
 from app.store.tables import Attempt, Job
 from app.store.workers import WorkerSeen
 
@@ -36,6 +37,8 @@ PIPED_WIDTH = 200
 WIDE = 10_000
 """The width of `--wide` output: no table is cut to it."""
 SHORT_ID = 8
+SHORT_SHA256 = 12
+"""Hex digits of a text's sha256 shown: enough to tell a job's versions apart."""
 GAP = 3
 """Cells between two columns of `plain_table`."""
 
@@ -270,6 +273,7 @@ def job_details(job: Job, now: datetime) -> Table:
         "blocked by": _blocked_in_full(job, now),
         "last error": error,
         "result": result,
+        **_versioning(job, now),
         "created": when(job.created_at, now),
         "started": when(job.started_at, now),
         "finished": when(job.finished_at, now),
@@ -277,6 +281,18 @@ def job_details(job: Job, now: datetime) -> Table:
     for name, value in rows.items():
         grid.add_row(*_row(name, value))
     return grid
+
+
+def _versioning(job: Job, now: datetime) -> dict[str, str]:
+    """The rows of a job's content version and its refresh schedule, those it has."""
+    rows = {}
+    if job.content_version is not None:
+        rows["version"] = f"{job.content_version}, changed {when(job.changed_at, now)}"
+    if job.refresh_every is not None:
+        rows["refreshes"] = f"every {span(job.refresh_every)}"
+        if job.refresh_at is not None:
+            rows["refreshes"] += f", next {when(job.refresh_at, now)}"
+    return rows
 
 
 def attempts_table(history: Sequence[Attempt], width: int | None) -> Table:
@@ -304,6 +320,27 @@ def attempts_table(history: Sequence[Attempt], width: int | None) -> Table:
     table = fitted(columns, steps, width)
     table.title, table.title_justify = "\nattempts", "left"
     return table
+
+
+def versions_table(items: Sequence[Version], width: int | None) -> Table:
+    def column(header: str, cell: Callable[[Version], object], **options: Any) -> Column:
+        return Column(header, [_text(cell(version)) for version in items], **options)
+
+    columns = [
+        column("VERSION", lambda v: v.version, justify="right"),
+        column("STORED (UTC)", lambda v: v.stored_at.strftime("%Y-%m-%d %H:%M:%S")),
+        column("BYTES", lambda v: v.bytes, justify="right"),
+        column("TEXT LENGTH", lambda v: v.text_length, justify="right"),
+        column("TEXT SHA256", lambda v: v.text_sha256 and v.text_sha256[:SHORT_SHA256]),
+        column("TITLE", lambda v: v.title),
+    ]
+    steps: list[Step] = [
+        Shrink("TITLE", 30),
+        Drop("TEXT LENGTH"),
+        Shrink("TITLE", 12),
+        Drop("BYTES"),
+    ]
+    return fitted(columns, steps, width)
 
 
 def domains_table(items: Sequence[DomainOverview], now: datetime, width: int | None) -> Table:
