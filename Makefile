@@ -6,7 +6,7 @@ UV := .uv/bin/uv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: install run test lint openapi bench bench-full bench-load bench-extraction bench-pages
+.PHONY: install run test lint openapi reference docs docs-serve bench bench-full bench-load bench-extraction bench-pages
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -40,6 +40,18 @@ lint: install
 
 openapi: install
 	.venv/bin/ingest openapi --output openapi.yaml
+
+# The docs site's reference pages and .env.example, written from the code.
+reference: install
+	.venv/bin/ingest reference --output docs/reference --env-example .env.example
+
+# The docs site in site/, built strictly: a dead link, a missing anchor or a page left out of
+# the nav fails the build.
+docs: install
+	.venv/bin/mkdocs build --strict
+
+docs-serve: install
+	.venv/bin/mkdocs serve --dev-addr 127.0.0.1:8001
 
 # The short run (under 3 minutes here); `make bench BENCH_ARGS="..."` runs any other. arq, a
 # peer on Redis, runs beside them where `redis-server` is installed.

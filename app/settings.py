@@ -147,7 +147,10 @@ class Settings(BaseSettings):
     # Storage
     database_url: str = Field(
         "sqlite:///data/ingest.db",
-        description="sqlite:///path/to.db or postgresql://user@host/db; driver chosen for you.",
+        description=(
+            "Storage: sqlite:///path/to.db (relative to the working directory) or "
+            "postgresql://user@host:5432/db; the driver is chosen for you."
+        ),
     )
 
     database_pool_size: int = Field(
@@ -160,8 +163,12 @@ class Settings(BaseSettings):
     )
 
     # HTTP API
-    host: str = Field("127.0.0.1", description="Address `ingest serve` listens on.")
-    port: int = Field(8000, ge=1, le=65535, description="Port `ingest serve` listens on.")
+    host: str = Field(
+        "127.0.0.1", description="Address `ingest serve` listens on (--host overrides it)."
+    )
+    port: int = Field(
+        8000, ge=1, le=65535, description="Port `ingest serve` listens on (--port overrides it)."
+    )
     allowed_hostnames: Annotated[tuple[str, ...], NoDecode] = Field(
         (),
         description="Comma-separated names the API answers to besides IP addresses, "
@@ -178,7 +185,13 @@ class Settings(BaseSettings):
     )
 
     # Worker
-    worker_enabled: bool = Field(True, description="Run the worker inside `ingest serve`.")
+    worker_enabled: bool = Field(
+        True,
+        description=(
+            "Run the worker inside `ingest serve` (false: API only; run `ingest worker` "
+            "processes instead)."
+        ),
+    )
     worker_process: bool = Field(
         False,
         description="Run `ingest serve`'s worker in a process of its own, which serve starts, "
@@ -186,17 +199,33 @@ class Settings(BaseSettings):
         "then never wait for the interpreter lock behind the worker's fetches. Its metrics "
         "are served on INGEST_METRICS_PORT, not on serve's /metrics.",
     )
-    worker_concurrency: int = Field(32, ge=1, le=1000, description="In-flight fetches per process.")
+    worker_concurrency: int = Field(
+        32,
+        ge=1,
+        le=1000,
+        description="In-flight fetches per process (worker slots, and the HTTP connection "
+        "pool size).",
+    )
     poll_interval_seconds: float = Field(
-        2.0, gt=0, description="Longest idle wait before the worker looks for due jobs again."
+        2.0,
+        gt=0,
+        description="Longest idle wait, in seconds, before the worker looks for due jobs again.",
     )
     lease_seconds: float = Field(
         60.0,
         ge=MIN_LEASE_SECONDS,
-        description="A running job whose lease is this old is taken back; at least 0.5.",
+        description=(
+            "Lease of a running job, in seconds (at least 0.5); heartbeats renew it every "
+            "third of it, and an expired lease is taken back."
+        ),
     )
     shutdown_grace_seconds: float = Field(
-        10.0, ge=0, description="Time in-flight fetches get to finish on shutdown."
+        10.0,
+        ge=0,
+        description=(
+            "Seconds in-flight fetches get to finish on shutdown (their leases still renewed)"
+            " before they are handed back."
+        ),
     )
     worker_prefetch: int | None = Field(
         None,
@@ -223,27 +252,54 @@ class Settings(BaseSettings):
     )
 
     # Retry policy
-    max_attempts: int = Field(4, ge=1, le=100, description="Default attempt budget of a job.")
-    backoff_base_seconds: float = Field(30.0, gt=0, description="Delay after the first failure.")
-    backoff_max_seconds: float = Field(300.0, gt=0, description="Cap of the delay before jitter.")
+    max_attempts: int = Field(
+        4,
+        ge=1,
+        le=100,
+        description="Default attempt budget of a job (4 = the first try and 3 retries).",
+    )
+    backoff_base_seconds: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Backoff delay, in seconds, after the first failure; it doubles with each further"
+            " failure."
+        ),
+    )
+    backoff_max_seconds: float = Field(
+        300.0, gt=0, description="Cap of the backoff delay, in seconds, before jitter."
+    )
     backoff_jitter: float = Field(
-        0.2, ge=0, lt=1, description="Delay is multiplied by a uniform factor in [1-j, 1+j]."
+        0.2,
+        ge=0,
+        lt=1,
+        description="Jitter j: the delay is multiplied by a uniform factor in [1-j, 1+j].",
     )
     transient_errors: Annotated[tuple[str, ...], NoDecode] = Field(
         DEFAULT_TRANSIENT_ERRORS,
-        description="Comma-separated exception names that are retried.",
+        description=(
+            "Comma-separated exception names that are retried (transient); other exceptions "
+            "are fatal."
+        ),
     )
     transient_status_codes: Annotated[frozenset[int], NoDecode] = Field(
         parse_status_codes("408,500-599"),
-        description="HTTP statuses that are retried, e.g. 408,500-599.",
+        description="HTTP statuses that are retried (transient): comma-separated codes and ranges.",
     )
 
     # Rate limits
     retry_after_max_seconds: float = Field(
-        3600.0, gt=0, description="Longest Retry-After honoured; longer requests are capped."
+        3600.0,
+        gt=0,
+        description="Longest Retry-After honoured, in seconds; a server asking for more is capped.",
     )
     max_deferrals: int = Field(
-        20, ge=0, description="Rate-limited answers a job may get before it is dead (rate_limited)."
+        20,
+        ge=0,
+        description=(
+            "Rate-limited answers (429, 503 with Retry-After) a job may get before it is dead"
+            " (rate_limited)."
+        ),
     )
 
     # Domains: politeness and pauses, shared by every worker
@@ -251,7 +307,10 @@ class Settings(BaseSettings):
         8, ge=1, description="Concurrent fetches per domain across all workers."
     )
     domain_min_interval_seconds: float = Field(
-        0.0, ge=0, description="Least time between two fetch starts on one domain."
+        0.0,
+        ge=0,
+        description="Least time in seconds between two fetch starts on one domain "
+        "(0 = no minimum).",
     )
     domain_failure_threshold: int = Field(
         3,
@@ -261,14 +320,29 @@ class Settings(BaseSettings):
     )
 
     # Fetching
-    connect_timeout_seconds: float = Field(10.0, gt=0, description="TCP/TLS connect timeout.")
-    read_timeout_seconds: float = Field(20.0, gt=0, description="Longest wait for one read.")
-    fetch_timeout_seconds: float = Field(
-        30.0, gt=0, description="Deadline for the whole fetch, redirects and body included."
+    connect_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="TCP/TLS connect timeout in seconds (also the wait for a pooled connection).",
     )
-    max_redirects: int = Field(5, ge=0, le=30, description="Redirects followed per fetch.")
+    read_timeout_seconds: float = Field(
+        20.0, gt=0, description="Longest wait in seconds for one read (also for one write)."
+    )
+    fetch_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Deadline in seconds for the whole fetch, redirects and body included.",
+    )
+    max_redirects: int = Field(
+        5,
+        ge=0,
+        le=30,
+        description="Redirects followed per fetch; one more makes the job dead (fatal).",
+    )
     max_body_bytes: int = Field(
-        10 * 1024 * 1024, ge=1, description="Larger decoded bodies make the job dead (fatal)."
+        10 * 1024 * 1024,
+        ge=1,
+        description="Bodies larger than this many decoded bytes make the job dead (fatal).",
     )
     user_agent: str = Field("ingest/0.1", description="User-Agent header of every fetch.")
 
@@ -282,8 +356,10 @@ class Settings(BaseSettings):
     extract_timeout_seconds: float = Field(
         15.0,
         gt=0,
-        description="A body not extracted within this has its process killed; the job is "
-        "dead (ExtractionTimeout).",
+        description=(
+            "A body not extracted within this many seconds has its process killed; the job is"
+            " dead (ExtractionTimeout)."
+        ),
     )
     extract_memory_mb: int = Field(
         1024,
@@ -312,7 +388,10 @@ class Settings(BaseSettings):
     )
     blocked_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
         (),
-        description="Comma-separated hosts, addresses or networks never fetched, public or not.",
+        description=(
+            "Hosts, addresses or networks never fetched, public or not (same forms as "
+            "INGEST_ALLOWED_HOSTS)."
+        ),
     )
     allowed_content_types: Annotated[tuple[str, ...], NoDecode] = Field(
         DEFAULT_CONTENT_TYPES,
@@ -344,7 +423,10 @@ class Settings(BaseSettings):
     # Tenants
     api_keys: Annotated[dict[str, str], NoDecode] = Field(
         {},
-        description="key:tenant,... (tenant * is an admin key). Empty: open, no auth.",
+        description=(
+            "API keys as key:tenant,... (keys of 16+ characters; tenant * is an admin key). "
+            "Empty: open API."
+        ),
     )
     allow_open_api: bool = Field(
         False,
@@ -354,9 +436,15 @@ class Settings(BaseSettings):
     )
 
     # Logs and metrics
-    log_level: str = Field("INFO", description="Python logging level name.")
+    log_level: str = Field(
+        "INFO", description="Python logging level name (DEBUG, INFO, WARNING, ERROR)."
+    )
     log_format: Literal["text", "json"] = Field(
-        "text", description="text: one sentence per line; json: one JSON object per line."
+        "text",
+        description=(
+            "Log format: text (one sentence per line) or json (one object per line, with each"
+            " job, delivery or request event's fields)."
+        ),
     )
     access_log: bool = Field(
         False,
@@ -386,16 +474,24 @@ class Settings(BaseSettings):
     # Webhooks: a POST to a job's callback_url when it succeeds or dies (app/webhooks.py)
     webhook_secret: SecretStr = Field(
         SecretStr(""),
-        description="HMAC-SHA256 key of the Ingest-Signature header; empty: sent unsigned.",
+        description=(
+            "Key of the callbacks' HMAC-SHA256 Ingest-Signature header; empty: callbacks are "
+            "sent unsigned."
+        ),
     )
     webhook_max_attempts: int = Field(
-        8, ge=1, le=100, description="POSTs a callback gets before its delivery is dead."
+        8,
+        ge=1,
+        le=100,
+        description="POSTs a callback gets (2xx ends it) before its delivery is dead.",
     )
     webhook_timeout_seconds: float = Field(
         10.0,
         gt=0,
-        description="Deadline for one callback POST: connect, send and the answer's headers "
-        "(its body is never read).",
+        description=(
+            "Deadline in seconds for one callback POST: connect, send and the answer's "
+            "headers (its body is never read)."
+        ),
     )
     webhook_content_max_bytes: int = Field(
         1_048_576,

@@ -7,12 +7,14 @@ from pathlib import Path
 import pytest
 
 from app.api.app import create_app
+from app.cli.reference import env_example_text, pages
 from app.policy import backoff_delay
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_EXAMPLE = ROOT / ".env.example"
 README = ROOT / "README.md"
+REFERENCE = ROOT / "docs" / "reference"
 
 
 def env_name(field: str) -> str:
@@ -87,3 +89,17 @@ def test_readme_lists_every_endpoint():
         if f"`{method.upper()} {path}`" not in readme
     ]
     assert [] == missing
+
+
+def test_the_reference_pages_and_env_example_are_what_the_code_writes():
+    """docs/reference/*.md and .env.example are `ingest reference`'s output for this code
+    (regenerate: `make reference`)."""
+    stale = [name for name, text in pages().items() if (REFERENCE / name).read_text() != text]
+    assert [] == stale
+    assert env_example_text() == ENV_EXAMPLE.read_text()
+
+
+def test_every_reference_page_is_in_the_site():
+    """The site's nav lists every generated page (a page left out is never read)."""
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert [] == [name for name in pages() if f"reference/{name}" not in nav]

@@ -86,5 +86,22 @@ def openapi(
         output.write_text(text)
 
 
+@cli.command("reference")
+def write_reference(
+    output: Annotated[Path, typer.Option(help="Directory of the reference pages.")] = Path(
+        "docs/reference"
+    ),
+    env_example: Annotated[
+        Path, typer.Option(help="Where to write the settings' example file.")
+    ] = Path(".env.example"),
+) -> None:
+    """Write the docs site's reference pages (settings, CLI, metrics, log lines, HTTP API)
+    and .env.example from the code."""
+    from app.cli.reference import write
+
+    for path in write(output, env_example):
+        typer.echo(f"wrote {path}")
+
+
 def main() -> None:
     cli()
