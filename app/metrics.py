@@ -70,8 +70,9 @@ class Metrics:
         )
         self.attempts = Counter(
             "ingest_attempts",
-            "Attempts that ended, by outcome (succeeded, transient, rate_limited, fatal, "
-            "interrupted; for failures this is the error kind) and error type.",
+            "Attempts that ended, by outcome (succeeded, not_modified and unchanged for a "
+            "refresh that kept its content, transient, rate_limited, fatal, interrupted; for "
+            "failures this is the error kind) and error type.",
             ["outcome", "error_type"],
             registry=registry,
         )
