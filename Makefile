@@ -59,7 +59,7 @@ comma := ,
 PEERS := $(if $(shell command -v redis-server),$(comma)arq,)
 BENCH_ARGS ?= --backend both --jobs 2000 --rounds 2 --processes 1 --latency-seconds 0 \
 	--baseline httpx,bare$(PEERS) --scenarios slow
-# Every scenario of BENCHMARKS.md in one interleaved run (17 minutes on the busy machine here).
+# Every scenario of docs/benchmarks.md in one interleaved run (17 minutes on the busy machine here).
 BENCH_FULL_ARGS ?= --backend both --jobs 3000 --rounds 3 --processes 1,2 --latency-seconds 10 \
 	--baseline httpx,bare --scenarios all
 

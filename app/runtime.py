@@ -10,10 +10,11 @@ the in-flight jobs finish or hands them back. The FastAPI lifespan (`app.api.app
 The worker and the sender run on an event loop of their own, in a thread (`Background`),
 with their own connections to the same database (`Database.beside`): 32 fetches at full
 speed keep a loop busy, and an API request sharing it would wait behind their callbacks
-(POST /jobs p99 150-360 ms while draining, BENCHMARKS.md). Calls between the two loops are
-few and named here: a submit wakes the worker, a stop stops it. With INGEST_WORKER_PROCESS,
-`ingest serve` runs no worker of its own: it starts, wakes and stops one in a child process
-(`app.worker_process`), which runs a `Runtime` of its own, as `ingest worker` does.
+(POST /jobs p99 150-360 ms while draining when they shared one; docs/benchmarks.md). Calls
+between the two loops are few and named here: a submit wakes the worker, a stop stops it.
+With INGEST_WORKER_PROCESS, `ingest serve` runs no worker of its own: it starts, wakes and
+stops one in a child process (`app.worker_process`), which runs a `Runtime` of its own, as
+`ingest worker` does.
 """
 
 import asyncio

@@ -3,7 +3,7 @@ watched and stopped by serve's `Runtime`.
 
 Why a process: a thread of serve's own shares the interpreter lock, and a worker draining at
 full speed holds it most of the time, so every request waits for it (POST /jobs p99 beside
-the embedded thread about twice what it is beside a worker apart, BENCHMARKS.md).
+the embedded thread about twice what it is beside a worker apart, docs/benchmarks.md).
 
 The child is `ingest worker --child`, started as `python -P -m app`: ingest's `app` as
 installed, never one in the working directory (plain `-m` imports that one first, and would

@@ -1,7 +1,7 @@
 """Benchmarks of the queue and its fetch path, against a local HTTP target.
 
 - `python -m bench.drain`: drain rate, worker CPU per job and pickup latency, per backend,
-  and with `--scenarios` every other figure of BENCHMARKS.md in the same interleaved rounds
+  and with `--scenarios` every other figure of docs/benchmarks.md in the same interleaved rounds
   (many hosts, a slow target, `ingest serve`, claim cost, memory, start-up).
 - `python -m bench.fair_claim`: claim cost with many tenants and domains.
 - `python -m bench.claim`: cost of a claim (and of listing) as terminal rows pile up.
@@ -11,5 +11,5 @@
   every core.
 - `python -m bench.target`: the HTTP target they use (started for you in its own process).
 
-See BENCHMARKS.md for the machine, the commands and the numbers.
+See docs/benchmarks.md for the machine, the commands and the numbers.
 """

@@ -1,6 +1,6 @@
 """Drain benchmark: how fast `ingest worker` processes empty a queue, what each job costs in
 CPU, and how soon an idle worker picks up a new job; SQLite and PostgreSQL side by side,
-with the other scenarios of BENCHMARKS.md in the same rounds (`--scenarios`).
+with the other scenarios of docs/benchmarks.md in the same rounds (`--scenarios`).
 
     python -m bench.drain --backend both --jobs 5000 --rounds 3 --delay-ms 0 --processes 1
 

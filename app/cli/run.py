@@ -115,7 +115,7 @@ def _switch_threads_sooner() -> None:
     thread holding it lets go, or is asked to after the switch interval; with the worker
     draining at full speed on a thread of the process, one always holds it. At 1 ms rather
     than 5, with SQLite: POST /jobs p99 beside the embedded worker 66.8 -> 55.2 ms, beside
-    `ingest worker` apart 45.0 -> 31.0 ms, and the drain no slower (BENCHMARKS.md)."""
+    `ingest worker` apart 45.0 -> 31.0 ms, and the drain no slower (docs/benchmarks.md)."""
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
 

@@ -1,7 +1,7 @@
 """Every route and every dependency of one runs on the API's event loop: FastAPI runs a
 plain `def` in its thread pool, a hop to another thread and back, and with the worker
 draining on a thread of the same process each hop waits for the interpreter lock
-(BENCHMARKS.md, "December 1, fifth")."""
+(docs/benchmarks.md)."""
 
 import inspect
 from collections.abc import Iterator
