@@ -48,10 +48,10 @@ reference: install
 # The docs site in site/, built strictly: a dead link, a missing anchor or a page left out of
 # the nav fails the build.
 docs: install
-	.venv/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 docs-serve: install
-	.venv/bin/mkdocs serve --dev-addr 127.0.0.1:8001
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve --dev-addr 127.0.0.1:8001
 
 # The short run (under 3 minutes here); `make bench BENCH_ARGS="..."` runs any other. arq, a
 # peer on Redis, runs beside them where `redis-server` is installed.
