@@ -34,7 +34,7 @@ async def record(queue: Queue, outcome: Outcome, now: datetime) -> bool:
 
 async def take_back_expired(queue: Queue, now: datetime) -> list[Outcome]:
     """What a worker's tick does with expired leases; the outcomes recorded."""
-    outcomes = [policy.expired(lease, now) for lease in await queue.expired(now)]
+    outcomes = [policy.expired(lease, now) for lease in (await queue.overdue(now)).expired]
     return (await queue.record(outcomes, now)).outcomes
 
 

@@ -328,7 +328,8 @@ class QueueMachine(RuleBasedStateMachine):
 
         async def take_back() -> tuple[list[Outcome], list[Outcome]]:
             outcomes = [
-                policy.expired(lease, self.now) for lease in await self.queue.expired(self.now)
+                policy.expired(lease, self.now)
+                for lease in (await self.queue.overdue(self.now)).expired
             ]
             return outcomes, (await self.queue.record(outcomes, self.now)).outcomes
 
