@@ -6,7 +6,7 @@ UV := .uv/bin/uv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: install run test lint openapi reference docs docs-serve bench bench-full bench-load bench-extraction bench-pages
+.PHONY: install run cli test lint openapi reference docs docs-serve bench bench-full bench-load bench-extraction bench-pages
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -23,8 +23,17 @@ $(UV):
 install: .venv/.synced
 	.venv/bin/python -m compileall -q app
 
+# `ingest` is installed into .venv, not on the PATH: the first line says how to reach the
+# operators' commands (jobs, stats, submit) from another terminal while this one serves.
 run: install
+	@echo 'CLI: .venv/bin/ingest --help (or: source .venv/bin/activate; or: make cli ARGS="jobs list")'
 	.venv/bin/ingest serve
+
+# Any `ingest` command without activating .venv: `make cli ARGS="jobs list"`.
+ARGS ?= --help
+
+cli: install
+	.venv/bin/ingest $(ARGS)
 
 # Two test runners (pytest-xdist): most tests wait on processes and sockets, not the CPU.
 # `make test TEST_RUNNERS=0` runs them all in this one process.

@@ -35,10 +35,17 @@ def parse_ranges(value: str, lowest: int, highest: int, what: str) -> frozenset[
         part = part.strip()
         if not part:
             continue
+        bad = ValueError(
+            f"bad {what} range {part!r}; expected numbers and ranges (low-high) from "
+            f"{lowest} to {highest}, comma-separated"
+        )
         low, _, high = part.partition("-")
-        first, last = int(low), int(high or low)
+        try:
+            first, last = int(low), int(high or low)
+        except ValueError:
+            raise bad from None
         if not lowest <= first <= last <= highest:
-            raise ValueError(f"bad {what} range {part!r}")
+            raise bad
         numbers.update(range(first, last + 1))
     return frozenset(numbers)
 
@@ -563,9 +570,11 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _consistent(self) -> "Settings":
         if self.backoff_max_seconds < self.backoff_base_seconds:
-            raise ValueError("backoff_max_seconds must be >= backoff_base_seconds")
+            raise ValueError("INGEST_BACKOFF_MAX_SECONDS must be >= INGEST_BACKOFF_BASE_SECONDS")
         if self.fetch_timeout_seconds < self.connect_timeout_seconds:
-            raise ValueError("fetch_timeout_seconds must be >= connect_timeout_seconds")
+            raise ValueError(
+                "INGEST_FETCH_TIMEOUT_SECONDS must be >= INGEST_CONNECT_TIMEOUT_SECONDS"
+            )
         return self
 
     def to_values(self) -> dict[str, Any]:

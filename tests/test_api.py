@@ -1,6 +1,9 @@
 """The HTTP contract on both backends: status codes, bodies, problems, pagination."""
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -8,8 +11,9 @@ from app import policy
 from app.model import DeadReason, ErrorKind, Failure, MarkDead
 from app.store.database import Database
 from app.store.queue import Queue
-from tests.conftest import running_app
+from tests.conftest import running_app, wait_for_status
 from tests.outcomes import failed, record
+from tests.webserver import ScriptedServer
 
 URL = "http://example.test/page"
 
@@ -314,3 +318,53 @@ async def test_delete_answers_204_without_body_or_content_type(client):
         response.content,
         response.headers.get("content-type"),
     )
+
+
+def request_examples(schema: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    """(method, path, body) for every request body example of every operation: the
+    media type's own, and its schema's (the first is what Swagger UI fills in). Fails for an
+    operation with a request body and no example."""
+    components = schema["components"]["schemas"]
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                body_schema = media["schema"]
+                if "$ref" in body_schema:
+                    body_schema = components[body_schema["$ref"].rsplit("/", 1)[1]]
+                examples = [
+                    *([media["example"]] if "example" in media else []),
+                    *(named["value"] for named in media.get("examples", {}).values()),
+                    *body_schema.get("examples", []),
+                ]
+                assert examples, f"{method.upper()} {path} has no request example"
+                for example in examples:
+                    yield method, path, example
+
+
+def served_by(web: ScriptedServer, value: Any) -> Any:
+    """The example with each http(s) URL in it moved to the test server, path kept."""
+    if isinstance(value, dict):
+        return {key: served_by(web, item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [served_by(web, item) for item in value]
+    if isinstance(value, str) and value.startswith(("http://", "https://")):
+        url = urlsplit(value)
+        return web.url(url.path or "/") + (f"?{url.query}" if url.query else "")
+    return value
+
+
+async def test_every_request_example_is_accepted_and_fetched(make_settings, web):
+    """What the schema shows as an example body (Swagger UI's "Try it out") is a request
+    that works: each is answered 2xx, and its jobs, their URLs on the test server, succeed."""
+    async with running_app(make_settings()) as (app, client):
+        examples = list(request_examples(app.openapi()))
+        assert {("post", "/jobs"), ("post", "/jobs/batch")} <= {(m, p) for m, p, _ in examples}
+        answers = [
+            await client.request(method, path, json=served_by(web, example))
+            for method, path, example in examples
+        ]
+        assert [] == [answer.text for answer in answers if not 200 <= answer.status_code < 300]
+        jobs = [job for answer in answers for job in answer.json().get("items", [answer.json()])]
+        done = [await wait_for_status(client, job["id"], "succeeded", "dead") for job in jobs]
+    assert ["succeeded"] * len(jobs) == [job["status"] for job in done]
+    assert len(jobs) == sum(web.count(path) for path in {urlsplit(job["url"]).path for job in jobs})

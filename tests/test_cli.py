@@ -6,6 +6,7 @@ look at were made by the real app and worker against a local server.
 
 import asyncio
 import json
+import os
 import re
 import socket
 import subprocess
@@ -25,6 +26,7 @@ from app.store.jobs import JobStore
 from app.store.queue import Queue
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.outcomes import failed, succeeded
+from tests.processes import INSTALLED
 from tests.webserver import Reply
 
 runner = CliRunner()
@@ -427,13 +429,67 @@ def test_a_bad_database_url_never_shows_its_password(monkeypatch, tmp_path, url,
         assert shown in one_line_error(result), args
 
 
-def test_invalid_settings_are_one_line(monkeypatch, tmp_path):
-    """An invalid INGEST_ variable: exit 2 and one line naming it."""
+@pytest.mark.parametrize("command", [["serve"], ["worker"], ["stats"], ["jobs", "list"]])
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [
+        (
+            "INGEST_WORKER_CONCURRENCY",
+            "abc",
+            "error: INGEST_WORKER_CONCURRENCY=abc: expected an integer from 1 to 1000",
+        ),
+        (
+            "INGEST_WORKER_CONCURENCY",
+            "3",
+            "error: unknown setting INGEST_WORKER_CONCURENCY "
+            "(did you mean INGEST_WORKER_CONCURRENCY?)",
+        ),
+    ],
+)
+def test_a_bad_setting_stops_every_command_naming_it(
+    monkeypatch, tmp_path, command, name, value, error
+):
+    """An invalid value, or an INGEST_ name that is no setting (a typo the settings would
+    ignore): exit 2 and one line naming the variable and what it should be."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("INGEST_MAX_ATTEMPTS", "zero")
+    monkeypatch.setenv(name, value)
+    result = ingest(*command)
+    assert (2, error) == (result.exit_code, one_line_error(result))
+
+
+def test_an_unknown_setting_in_the_env_file_is_refused(monkeypatch, tmp_path):
+    """`.env` is read as the settings read it, its unknown names said with where they are."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("INGEST_MAX_ATTEMPS=3\n")
     result = ingest("stats")
-    assert 2 == result.exit_code
-    assert one_line_error(result).startswith("error: invalid settings: INGEST_MAX_ATTEMPTS: ")
+    assert (
+        2,
+        "error: unknown setting INGEST_MAX_ATTEMPS in .env (did you mean INGEST_MAX_ATTEMPTS?)",
+    ) == (result.exit_code, one_line_error(result))
+
+
+def test_the_test_suites_variables_are_no_unknown_settings(database_url, monkeypatch, tmp_path):
+    """INGEST_TEST_* (INGEST_TEST_POSTGRES_URL, ...) are the test suite's, not settings: a
+    command run where they are set starts."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INGEST_DATABASE_URL", database_url)
+    monkeypatch.setenv("INGEST_TEST_REQUIRE_POSTGRES", "1")
+    result = ingest("stats")
+    assert 0 == result.exit_code, result.output
+
+
+def test_a_bad_setting_is_one_line_from_the_installed_command(tmp_path):
+    """What an operator sees: `ingest worker` exits 2 with the one line, no traceback."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
+    env["INGEST_WORKER_CONCURRENCY"] = "0"
+    done = subprocess.run(
+        [*INSTALLED, "worker"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert (2, "", "error: INGEST_WORKER_CONCURRENCY=0: expected an integer from 1 to 1000\n") == (
+        done.returncode,
+        done.stdout,
+        done.stderr,
+    )
 
 
 @pytest.mark.parametrize(

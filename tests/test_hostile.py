@@ -7,6 +7,7 @@ a name planted in DNS to reach the inside would not be.
 """
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -21,7 +22,7 @@ from app.api.app import create_app
 from app.fetch import guard
 from app.fetch.fetcher import Fetcher
 from app.settings import Settings
-from tests.conftest import wait_for_status
+from tests.conftest import running_app, wait_for_status
 from tests.hostile import PAGE, HostileServer
 
 DNS = {
@@ -143,7 +144,7 @@ async def test_private_targets_are_never_reached(make_settings):
         (job["dead_reason"], job["last_error"]["type"]) for job in jobs
     ]
     assert (
-        "sneaky.test resolves to 127.0.0.1, which is not a public address"
+        f"sneaky.test resolves to 127.0.0.1, which is not a public address {guard.PRIVATE_HINT}"
         == (jobs[0]["last_error"]["message"])
     )
     assert (2, 0) == (public.hits["/redirect"], sum(target.hits.values()))
@@ -152,10 +153,13 @@ async def test_private_targets_are_never_reached(make_settings):
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("http://127.0.0.1:8080/", "127.0.0.1 is not a public address"),
-        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is not a public address"),
-        ("http://[::ffff:10.0.0.1]/", "10.0.0.1 is not a public address"),
-        ("http://2130706433/", "127.0.0.1 is not a public address"),
+        ("http://127.0.0.1:8080/", f"127.0.0.1 is not a public address {guard.PRIVATE_HINT}"),
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            f"169.254.169.254 is not a public address {guard.PRIVATE_HINT}",
+        ),
+        ("http://[::ffff:10.0.0.1]/", f"10.0.0.1 is not a public address {guard.PRIVATE_HINT}"),
+        ("http://2130706433/", f"127.0.0.1 is not a public address {guard.PRIVATE_HINT}"),
         ("http://example.com:22/", "port 22 is not allowed (INGEST_ALLOWED_PORTS)"),
         ("http://user:pw@example.com/", "URL must not contain a user name or password"),
     ],
@@ -225,7 +229,7 @@ async def test_blocked_callback_url_is_422_at_submit(make_settings, path: str):
             "type": "value_error",
             "loc": [*loc, "callback_url"],
             "input": "http://169.254.169.254/hook",
-            "msg": "169.254.169.254 is not a public address",
+            "msg": f"169.254.169.254 is not a public address {guard.PRIVATE_HINT}",
         }
     ] == response.json()["detail"]
     assert 0 == sum(stats["counts"].values())
@@ -237,6 +241,39 @@ async def test_private_literal_is_accepted_when_private_networks_are_allowed(mak
     async with guarded_app(settings) as client:
         response = await client.post("/jobs", json={"url": "http://127.0.0.1:8080/"})
     assert 201 == response.status_code
+
+
+NAMES_THE_SETTINGS = (
+    "is not a public address (list it in INGEST_ALLOWED_HOSTS, or set "
+    "INGEST_ALLOW_PRIVATE_NETWORKS=true to allow every private address, e.g. for testing)"
+)
+
+
+async def test_refused_private_address_names_the_settings_that_allow_it(make_settings):
+    """Someone trying the service on their own machine is told how to let the URL through."""
+    settings = guarded(make_settings, worker_enabled=False)
+    async with guarded_app(settings) as client:
+        response = await client.post("/jobs", json={"url": "http://127.0.0.1:8080/"})
+    assert (422, f"127.0.0.1 {NAMES_THE_SETTINGS}") == (
+        response.status_code,
+        response.json()["detail"][0]["msg"],
+    )
+
+
+async def test_job_on_localhost_dies_naming_the_settings_that_allow_it(make_settings):
+    """A name is resolved when fetched, not at submit: a `localhost` URL is taken, and its
+    job dies saying which settings would have let it through. The system's resolver answers."""
+    settings = make_settings(allow_private_networks=False, max_attempts=1)
+    with HostileServer() as target:
+        async with running_app(settings) as (_, client):
+            job_id = await submit(client, target.url("/page", "localhost"))
+            job = await wait_for_status(client, job_id, "dead")
+    assert ("fatal", "BlockedDestination") == (job["dead_reason"], job["last_error"]["type"])
+    assert re.fullmatch(
+        rf"localhost resolves to (127\.0\.0\.1|::1), which {re.escape(NAMES_THE_SETTINGS)}",
+        job["last_error"]["message"],
+    ), job["last_error"]["message"]
+    assert 0 == sum(target.hits.values())
 
 
 async def test_content_and_text_of_a_succeeded_job(make_settings):

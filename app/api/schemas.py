@@ -24,8 +24,13 @@ REFRESH_EVERY_MAX = 366 * 86_400
 """A year and a day: the longest refresh schedule (a longer one is a typo)."""
 
 
+# Each request body's first example is what Swagger UI fills in for "Try it out" (without
+# one it builds `{"url": "string"}`, a 422); tests/test_api.py submits every one. The URL
+# alone: pydantic sorts an example's keys, which would put it last.
 class JobIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"url": "https://example.com/"}]}
+    )
 
     url: str = Field(description="http or https URL with a host, at most 2,048 characters.")
     priority: int = Field(0, ge=-1000, le=1000, description="Higher runs first.")
@@ -100,7 +105,14 @@ class JobIn(BaseModel):
 
 
 class BatchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"jobs": [{"url": "https://example.com/"}, {"url": "https://example.org/"}]}
+            ]
+        },
+    )
 
     jobs: list[JobIn] = Field(min_length=1, max_length=1000)
 

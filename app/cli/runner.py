@@ -22,19 +22,21 @@ T = TypeVar("T")
 
 
 def load_settings() -> Settings:
-    """The settings every command reads (environment and `.env`); exit 2 if invalid."""
+    """The settings every command reads (environment and `.env`); exit 2 if one is unknown
+    or invalid, naming each such variable and what it accepts (`app.cli.settings_check`)."""
     from pydantic import ValidationError
 
+    from app.cli.settings_check import invalid_values, unknown_variables
     from app.settings import Settings
 
+    problems = unknown_variables()
     try:
-        return Settings()
+        settings = Settings()
     except ValidationError as exc:
-        problems = "; ".join(
-            f"INGEST_{'_'.join(map(str, error['loc'])).upper() or '*'}: {error['msg']}"
-            for error in exc.errors()
-        )
-        fail(f"invalid settings: {problems}", code=2)
+        fail("; ".join(problems + invalid_values(exc)), code=2)
+    if problems:
+        fail("; ".join(problems), code=2)
+    return settings
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -47,7 +47,16 @@ Resolver = Callable[[str], Awaitable[Sequence[IPAddress]]]
 
 
 class BlockedDestination(Exception):
-    """The guard refused a destination; nothing was sent to it."""
+    """The guard refused a destination; nothing was sent to it. Where a setting would let
+    it through, the message names that setting: it reaches whoever submitted the URL (the
+    422, the job's last_error), who may be the operator trying the service on localhost."""
+
+
+PRIVATE_HINT = (
+    "(list it in INGEST_ALLOWED_HOSTS, or set INGEST_ALLOW_PRIVATE_NETWORKS=true to allow "
+    "every private address, e.g. for testing)"
+)
+"""How a refused non-public address can be let through: one host, or all of them."""
 
 
 # IPv6 unicast that is routable on the internet lives in 2000::/3 (RFC 4291); the rest is not.
@@ -222,7 +231,7 @@ class Destinations:
                 subject = f"{shown} is" if literal else f"{host} resolves to {shown}, which is"
                 if self.blocked.has_address(unwrap(ip)):
                     raise BlockedDestination(f"{subject} blocked (INGEST_BLOCKED_HOSTS)")
-                raise BlockedDestination(f"{subject} not a public address")
+                raise BlockedDestination(f"{subject} not a public address {PRIVATE_HINT}")
 
     def refuses(self, host: str, ip: IPAddress) -> bool:
         """Blocked hosts and networks always; then allowed ones pass; then the classifier."""

@@ -205,7 +205,9 @@ def test_backoff_max_below_base_is_rejected_from_the_environment(
     monkeypatch.setenv("INGEST_BACKOFF_BASE_SECONDS", "10")
     monkeypatch.setenv("INGEST_BACKOFF_MAX_SECONDS", "5")
 
-    with pytest.raises(ValidationError, match="backoff_max_seconds must be >= backoff_base"):
+    with pytest.raises(
+        ValidationError, match="INGEST_BACKOFF_MAX_SECONDS must be >= INGEST_BACKOFF_BASE"
+    ):
         Settings(_env_file=None)
 
 
