@@ -13,8 +13,8 @@ p99 claim time in ms. `bench.drain --scenarios fair` runs the same claims in its
 `--scheduled` adds that many succeeded jobs over the same tenants and domains, each waiting
 for a scheduled refresh an hour away (`refresh_every`), as a table of monitored pages holds
 them: the claim should not see them. With a comma-separated list, one database per count,
-side by side; the look a worker makes for due refreshes (`Queue.stage_refreshes`, finding
-none) is timed too.
+side by side; the look back a worker makes each pass (`Queue.overdue`, finding no refresh
+due) is timed too.
 """
 
 import argparse
@@ -108,16 +108,18 @@ def _scheduled(conn: sa.Connection) -> None:
     )
 
 
-async def stage_looks(url: str, repeats: int) -> list[float]:
-    """`repeats` looks for due refreshes (none are), each timed in ms."""
+async def look_backs(url: str, repeats: int) -> list[float]:
+    """`repeats` of a worker's look back (`Queue.overdue`: expired leases, and whether a
+    refresh is due; none is), each timed in ms."""
     database = Database(url)
     try:
         queue = Queue(database, Settings(_env_file=None))
         timings = []
         for _ in range(repeats):
             started = time.perf_counter()
-            assert 0 == await queue.stage_refreshes(utc_now())
+            overdue = await queue.overdue(utc_now())
             timings.append((time.perf_counter() - started) * 1000)
+            assert not overdue.refreshes_due
         return timings
     finally:
         await database.dispose()
@@ -176,7 +178,7 @@ async def main() -> None:
             prepared = time.monotonic()
             try:
                 timings = await claims(url, args.repeats)
-                looks = await stage_looks(url, args.repeats)
+                looks = await look_backs(url, args.repeats)
             finally:
                 await drop_database(backend, DATABASE)
             rows.append(
@@ -199,7 +201,7 @@ async def main() -> None:
         "scheduled refreshes",
         "claim p50 ms",
         "claim p99 ms",
-        "refresh look p50 ms",
+        "look back p50 ms",
         "set-up s",
         "claims s",
     ]
