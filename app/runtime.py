@@ -184,7 +184,9 @@ class Runtime:
     async def _start_background(self, metrics: Metrics) -> None:
         assert self.worker and self.deliverer and self.worker_database
         # Other processes' submits wake this worker through the database (PostgreSQL).
-        listening = self.worker_database.backend.listen(self.worker.submitted)
+        listening = self.worker_database.backend.listen(
+            self.worker.submitted, self.settings.listen_database_url
+        )
         await self._listening.enter_async_context(listening)
         # The extraction processes start beside the worker's first claims, not in the way of
         # the first page that needs them (starting them costs about a second).

@@ -156,10 +156,18 @@ class Settings(BaseSettings):
         "sqlite:///data/ingest.db",
         description=(
             "Storage: sqlite:///path/to.db (relative to the working directory) or "
-            "postgresql://user@host:5432/db; the driver is chosen for you."
+            "postgresql://user@host:5432/db; the driver is chosen for you. Through PgBouncer "
+            "in transaction mode add ?pooler=transaction (no statement stays prepared)."
         ),
     )
 
+    listen_database_url: str | None = Field(
+        None,
+        description="PostgreSQL behind a transaction pooler (PgBouncer, pool_mode = "
+        "transaction; INGEST_DATABASE_URL ends in ?pooler=transaction): the server's own "
+        "URL, for the one connection per worker that LISTENs for new jobs. Empty: LISTEN on "
+        "INGEST_DATABASE_URL, or, through a transaction pooler, none (workers poll).",
+    )
     database_pool_size: int = Field(
         5,
         ge=1,
@@ -521,10 +529,19 @@ class Settings(BaseSettings):
     def _names(cls, value: object) -> object:
         return _split_names(value)
 
-    @field_validator("worker_prefetch", mode="before")
+    @field_validator("worker_prefetch", "listen_database_url", mode="before")
     @classmethod
     def _unset(cls, value: object) -> object:
         return None if value == "" else value  # `INGEST_WORKER_PREFETCH=`: the default
+
+    @field_validator("listen_database_url")
+    @classmethod
+    def _listen_url(cls, value: str | None) -> str | None:
+        from app.database_url import parsed
+
+        if value is not None and parsed(value).get_backend_name() not in ("postgresql", "postgres"):
+            raise ValueError("INGEST_LISTEN_DATABASE_URL must be a postgresql:// URL")
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -50,6 +50,7 @@ import json
 import logging
 import sqlite3
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -216,7 +217,9 @@ class SQLiteBackend:
         conn.info[WAKE_AFTER_COMMIT] = True
 
     @contextlib.asynccontextmanager
-    async def listen(self, on_notify: Callable[[int | None], None]) -> AsyncIterator[None]:
+    async def listen(
+        self, on_notify: Callable[[int | None], None], listen_url: str | None = None
+    ) -> AsyncIterator[None]:
         """Call `on_notify` whenever a process of this host submits a job, while the block
         runs (`app.store.wake_sockets`)."""
         if self._wake is None:
@@ -448,7 +451,19 @@ class PostgresBackend:
     more round trip and a pool checkout per claim."""
 
     def __init__(self, url: URL) -> None:
-        self.url = url.set(drivername="postgresql+asyncpg")
+        pooler = url.query.get(POOLER_PARAMETER)
+        if pooler not in (None, TRANSACTION_POOLER):
+            raise ValueError(
+                f"{POOLER_PARAMETER}={pooler} in the database URL: only "
+                f"{POOLER_PARAMETER}={TRANSACTION_POOLER} is known"
+            )
+        self.transaction_pooler = pooler == TRANSACTION_POOLER
+        """The URL names a pooler that hands each transaction any server connection
+        (PgBouncer's `pool_mode = transaction`): no statement may stay prepared on a
+        connection, and LISTEN needs a connection of its own (`listen`)."""
+        self.url = url.difference_update_query([POOLER_PARAMETER]).set(
+            drivername="postgresql+asyncpg"
+        )
         self._own_sessions: set[int] = set()
         """The server process ids of this process's connections: a NOTIFY one of them sent
         is this process's own submit, whose worker it woke directly."""
@@ -460,11 +475,21 @@ class PostgresBackend:
         # that died is invalidated on its first error, and the loop's retry uses a new one.
         # A connect gives up after CONNECT_TIMEOUT_SECONDS (asyncpg's own is 60): a server
         # that drops packets makes a request answer 503 in seconds, not hang for a minute.
+        url = self.url
+        connect_args: dict[str, Any] = {"timeout": CONNECT_TIMEOUT_SECONDS}
+        if self.transaction_pooler:
+            # Through a transaction pooler the next transaction may run on another server
+            # connection, where a statement this one prepared is missing, or one of the
+            # same name is there already ("prepared statement __asyncpg_stmt_1__ already
+            # exists"). So nothing is cached (SQLAlchemy's cache and asyncpg's) and each
+            # statement is prepared under a name of its own (SQLAlchemy's asyncpg notes).
+            url = url.update_query_dict({"prepared_statement_cache_size": "0"})
+            connect_args |= {
+                "statement_cache_size": 0,
+                "prepared_statement_name_func": _unique_statement_name,
+            }
         engine = create_async_engine(
-            self.url,
-            pool_size=pool_size,
-            max_overflow=0,
-            connect_args={"timeout": CONNECT_TIMEOUT_SECONDS},
+            url, pool_size=pool_size, max_overflow=0, connect_args=connect_args
         )
         own = self._own_sessions
         event.listen(
@@ -527,6 +552,12 @@ class PostgresBackend:
             for key in write.rows[0]
         }
         params[WAKE_PAYLOAD] = wake_payload(priority)
+        if self.transaction_pooler:
+            # Outside a transaction the pooler may run the statement's prepare and its
+            # execution on two server connections: in one, three round trips.
+            async with engine.begin() as conn:
+                await conn.execute(_pg_insert_and_wake(shape), params)
+            return
         async with engine.connect() as conn:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
             await conn.execute(_pg_insert_and_wake(shape), params)
@@ -542,17 +573,37 @@ class PostgresBackend:
         conn.execute(sa.text(f"NOTIFY {NOTIFY_CHANNEL}"))
 
     @contextlib.asynccontextmanager
-    async def listen(self, on_notify: Callable[[int | None], None]) -> AsyncIterator[None]:
+    async def listen(
+        self, on_notify: Callable[[int | None], None], listen_url: str | None = None
+    ) -> AsyncIterator[None]:
         """Call `on_notify` whenever any process submits a job, while the block runs, with
         the highest priority submitted if the submit said it (`wake_payload`).
+
+        LISTEN holds its connection for good, which a transaction pooler cannot give: there
+        it needs `listen_url` (INGEST_LISTEN_DATABASE_URL, the server itself); without one
+        the workers only poll, and say so once.
 
         The LISTEN connection is kept open: one that drops (the server restarted, the
         backend was terminated, the network went away) is reopened after a wait growing
         from 0.5 s to 5 s, logged once when lost and once when back. Meanwhile the worker
         still polls; once back, `on_notify` is called, as a submit may have come between.
         """
+        if listen_url is not None:
+            dsn = parsed(listen_url).set(drivername="postgresql")
+        elif self.transaction_pooler:
+            log.info(
+                "LISTEN off: the database URL names a transaction pooler and "
+                "INGEST_LISTEN_DATABASE_URL is not set; workers poll for new jobs"
+            )
+            yield
+            return
+        else:
+            dsn = self.url.set(drivername="postgresql")
         stopping = asyncio.Event()
-        keeping = asyncio.create_task(self._keep_listening(on_notify, stopping), name="listen")
+        keeping = asyncio.create_task(
+            self._keep_listening(dsn.render_as_string(hide_password=False), on_notify, stopping),
+            name="listen",
+        )
         try:
             yield
         finally:
@@ -565,9 +616,8 @@ class PostgresBackend:
                 await keeping
 
     async def _keep_listening(
-        self, on_notify: Callable[[int | None], None], stopping: asyncio.Event
+        self, dsn: str, on_notify: Callable[[int | None], None], stopping: asyncio.Event
     ) -> None:
-        dsn = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
         failures = 0
         while not stopping.is_set():
             try:
@@ -817,6 +867,15 @@ def partial_index(name: str, *columns: Any, where: str) -> sa.Index:
     it). Each dialect takes the predicate under its own keyword."""
     predicate = sa.text(where)
     return sa.Index(name, *columns, postgresql_where=predicate, sqlite_where=predicate)
+
+
+POOLER_PARAMETER = "pooler"
+"""A query parameter of INGEST_DATABASE_URL of ingest's own (not passed to the driver)."""
+TRANSACTION_POOLER = "transaction"
+
+
+def _unique_statement_name() -> str:
+    return f"__asyncpg_{uuid.uuid4().hex}__"
 
 
 def backend_for(database_url: str) -> Backend:
