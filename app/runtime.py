@@ -141,7 +141,13 @@ class Runtime:
                 worker = runtime.worker
                 background.call(lambda: worker.submitted(priority))
 
-        jobs = JobStore(database, clock, on_submit, settings.domain_max_in_flight)
+        jobs = JobStore(
+            database,
+            clock,
+            on_submit,
+            settings.domain_max_in_flight,
+            max_pending=settings.tenant_max_pending,
+        )
         runtime = cls(
             settings,
             clock,

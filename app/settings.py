@@ -436,6 +436,12 @@ class Settings(BaseSettings):
     )
 
     # Tenants
+    tenant_max_pending: int = Field(
+        0,
+        ge=0,
+        description="Pending jobs a tenant may have: a submit that would pass it answers 429 "
+        "(with Retry-After) and stores nothing. 0: no limit.",
+    )
     api_keys: Annotated[dict[str, str], NoDecode] = Field(
         {},
         description=(

@@ -16,7 +16,7 @@ from pydantic import AwareDatetime
 from app import observability as events
 from app.api.auth import Caller, CallerDep
 from app.api.deps import DestinationsDep, JobsDep, SettingsDep
-from app.api.problems import responses
+from app.api.problems import over_quota, responses
 from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Refreshed, Requeued
 from app.fetch.guard import BlockedDestination, Destinations
 from app.fetch.urls import domain_of, job_url
@@ -153,6 +153,7 @@ def _statuses(raw: str | None) -> list[JobStatus]:
         200: {"model": JobOut, "description": "Same Idempotency-Key again: the first job"},
         # 400: a body that cannot be read as text (not UTF-8); FastAPI answers it itself.
         **responses(400, 403, 409, 413),
+        **over_quota(),
     },
 )
 async def submit_job(
@@ -183,7 +184,7 @@ async def submit_job(
     "/batch",
     name="submit_batch",
     status_code=status.HTTP_201_CREATED,
-    responses=responses(400, 403, 413),
+    responses={**responses(400, 403, 413), **over_quota()},
 )
 async def submit_batch(
     body: BatchIn,

@@ -27,7 +27,13 @@ from starlette.exceptions import HTTPException
 
 from app.api.schemas import Problem
 from app.store.dialect import database_unavailable
-from app.store.jobs import BadCursor, IdempotencyConflict, JobNotFound, StateConflict
+from app.store.jobs import (
+    BadCursor,
+    IdempotencyConflict,
+    JobNotFound,
+    QuotaExceeded,
+    StateConflict,
+)
 from app.strings import shown
 from app.wording import error_line
 
@@ -56,6 +62,22 @@ def responses(*statuses: int) -> dict[int | str, dict[str, object]]:
         }
         for status in statuses
     }
+
+
+QUOTA_RETRY_AFTER_SECONDS = 30
+"""What a 429 for a tenant's pending quota asks a client to wait: its jobs drain meanwhile."""
+
+
+def over_quota() -> dict[int | str, dict[str, object]]:
+    """The OpenAPI entry of a submit's 429: the tenant's pending jobs are at its quota."""
+    entry = responses(429)
+    entry[429]["description"] = (
+        "The tenant's pending jobs would pass INGEST_TENANT_MAX_PENDING; nothing was stored"
+    )
+    entry[429]["headers"] = {
+        "Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}
+    }
+    return entry
 
 
 def unavailable() -> dict[int | str, dict[str, object]]:
@@ -145,6 +167,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(IdempotencyConflict)
     async def _idempotency(_: Request, exc: IdempotencyConflict) -> JSONResponse:
         return problem(409, str(exc))
+
+    @app.exception_handler(QuotaExceeded)
+    async def _quota(_: Request, exc: QuotaExceeded) -> JSONResponse:
+        response = problem(429, str(exc))
+        response.headers["Retry-After"] = str(QUOTA_RETRY_AFTER_SECONDS)
+        return response
 
     @app.exception_handler(BadCursor)
     async def _cursor(_: Request, exc: BadCursor) -> JSONResponse:

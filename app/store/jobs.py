@@ -57,6 +57,16 @@ class StateConflict(Exception):
         self.status = status
 
 
+class QuotaExceeded(Exception):
+    """A submit would give a tenant more pending jobs than INGEST_TENANT_MAX_PENDING."""
+
+    def __init__(self, tenant: str, pending: int, adding: int, limit: int) -> None:
+        super().__init__(
+            f"tenant {tenant!r} has {pending} pending jobs; {adding} more would pass its "
+            f"limit of {limit} (INGEST_TENANT_MAX_PENDING)"
+        )
+
+
 class IdempotencyConflict(Exception):
     """The idempotency key was used before with another request body."""
 
@@ -142,6 +152,8 @@ class JobStore:
         clock: Callable[[], datetime],
         on_submit: Callable[[int | None], None] = lambda _: None,
         domain_max_in_flight: int | None = None,
+        *,
+        max_pending: int = 0,
     ) -> None:
         self.db = database
         self.clock = clock
@@ -151,6 +163,8 @@ class JobStore:
         self.domain_max_in_flight = domain_max_in_flight
         """INGEST_DOMAIN_MAX_IN_FLIGHT, to say when a job waits for its domain's fetches to
         end; None: not said."""
+        self.max_pending = max_pending
+        """INGEST_TENANT_MAX_PENDING (0: none): `submit` refuses what would pass it."""
 
     def _read(self, row: sa.Row[Any], now: datetime) -> Job:
         """A job of a `_shown()` row, saying what holds it back at `now` if it is pending."""
@@ -178,7 +192,10 @@ class JobStore:
         return [self._read(row, now) for row in rows]
 
     async def submit(self, new_jobs: Sequence[NewJob]) -> list[Job]:
-        """Insert jobs, all or nothing, and wake the workers."""
+        """Insert jobs, all or nothing, and wake the workers. QuotaExceeded, nothing stored,
+        if they would give a tenant more pending jobs than `max_pending`."""
+        if self.max_pending:
+            await self._within_quota(new_jobs)
         now = self.clock()
         rows = [self._row(new, now) for new in new_jobs]
         new_domains = [new_domain(d) for d in sorted({r["domain"] for r in rows})]
@@ -198,6 +215,27 @@ class JobStore:
         return [
             _job(row).held_back_by(waiting_for(row["retry_after"], None, now, None)) for row in rows
         ]
+
+    async def _within_quota(self, new_jobs: Sequence[NewJob]) -> None:
+        """QuotaExceeded unless each tenant's pending jobs and these stay within
+        `max_pending`. Counted before the insert, not in its transaction: submits that race
+        may pass the limit by what they add together (a soft limit, as a rate limit is)."""
+        adding: dict[str, int] = {}
+        for new in new_jobs:
+            adding[new.tenant] = adding.get(new.tenant, 0) + 1
+        async with self.db.read() as conn:
+            for tenant, count in sorted(adding.items()):
+                # Counted up to one past the limit, through the index of pending jobs per
+                # tenant: a tenant with a million pending costs no more than one at the limit.
+                pending = sa.select(sa.func.count()).select_from(
+                    sa.select(jobs.c.id)
+                    .where(jobs.c.tenant == tenant, status_is(JobStatus.PENDING))
+                    .limit(self.max_pending + 1)
+                    .subquery()
+                )
+                already = (await conn.execute(pending)).scalar_one()
+                if already + count > self.max_pending:
+                    raise QuotaExceeded(tenant, already, count, self.max_pending)
 
     async def submit_once(self, new: NewJob) -> tuple[Job, bool]:
         """Submit under an idempotency key: the same key and body again returns the first job.

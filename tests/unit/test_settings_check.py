@@ -157,7 +157,7 @@ def test_every_setting_that_may_be_unset_accepts_an_empty_variable(
             {"ingest_max_attempt": "3"},
             ["unknown setting INGEST_MAX_ATTEMPT (did you mean INGEST_MAX_ATTEMPTS?)"],
         ),
-        ({"INGEST_TENANT_WEIGHTS": "a:2"}, ["unknown setting INGEST_TENANT_WEIGHTS"]),
+        ({"INGEST_COLOUR_THEME": "dark"}, ["unknown setting INGEST_COLOUR_THEME"]),
         ({"ingest_max_attempts": "3", "INGEST_WORKER_CONCURRENCY": "3", "MAX_ATTEMPT": "1"}, []),
         ({"INGEST_TEST_POSTGRES_URL": "postgresql://x", "INGEST_TEST_ANYTHING": "1"}, []),
     ],

@@ -1,0 +1,57 @@
+"""Tenants' quotas: a submit that would pass INGEST_TENANT_MAX_PENDING answers 429 with
+Retry-After and stores nothing, on both backends; other tenants are not held back."""
+
+from tests.conftest import running_app, submit, wait_for_status
+
+TENANT_KEYS = {"a" * 16: "shop", "b" * 16: "news"}
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def test_a_tenant_at_its_pending_quota_is_refused(make_settings, web):
+    settings = make_settings(worker_enabled=False, tenant_max_pending=3, api_keys=TENANT_KEYS)
+    shop, news = bearer("a" * 16), bearer("b" * 16)
+    async with running_app(settings) as (_, client):
+        accepted = [
+            (await client.post("/jobs", json={"url": web.url(f"/{i}")}, headers=shop)).status_code
+            for i in range(3)
+        ]
+        refused = await client.post("/jobs", json={"url": web.url("/4")}, headers=shop)
+        batch = await client.post(
+            "/jobs/batch", json={"jobs": [{"url": web.url("/5")}]}, headers=shop
+        )
+        other = await client.post(
+            "/jobs/batch",
+            json={"jobs": [{"url": web.url(f"/n{i}")} for i in range(3)]},
+            headers=news,
+        )
+        too_many = await client.post(
+            "/jobs/batch",
+            json={"jobs": [{"url": web.url(f"/m{i}")} for i in range(4)]},
+            headers=news,
+        )
+        shops = (await client.get("/jobs", headers=shop)).json()["items"]
+        newss = (await client.get("/jobs", headers=news)).json()["items"]
+    assert [201, 201, 201] == accepted
+    assert (429, 429, 201, 429) == tuple(r.status_code for r in (refused, batch, other, too_many))
+    assert "30" == refused.headers["retry-after"]
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert (
+        "tenant 'shop' has 3 pending jobs; 1 more would pass its limit of 3 "
+        "(INGEST_TENANT_MAX_PENDING)"
+    ) == refused.json()["detail"]
+    assert (3, 3) == (len(shops), len(newss))
+
+
+async def test_jobs_that_left_pending_free_the_quota(make_settings, web):
+    """The quota counts pending jobs only: once the worker fetched them, the tenant submits
+    again."""
+    async with running_app(make_settings(tenant_max_pending=2)) as (_, client):
+        for i in range(2):
+            await wait_for_status(
+                client, (await submit(client, web.url(f"/{i}")))["id"], "succeeded"
+            )
+        again = await client.post("/jobs", json={"url": web.url("/again")})
+    assert 201 == again.status_code
