@@ -70,21 +70,21 @@ QUOTA_RETRY_AFTER_SECONDS = 30
 
 def over_quota() -> dict[int | str, dict[str, object]]:
     """The OpenAPI entry of a submit's 429: the tenant's pending jobs are at its quota."""
-    entry = responses(429)
-    entry[429]["description"] = (
-        "The tenant's pending jobs would pass INGEST_TENANT_MAX_PENDING; nothing was stored"
+    return _waiting(
+        429, "The tenant's pending jobs would pass INGEST_TENANT_MAX_PENDING; nothing was stored"
     )
-    entry[429]["headers"] = {
-        "Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}
-    }
-    return entry
 
 
 def unavailable() -> dict[int | str, dict[str, object]]:
     """The OpenAPI entry of the 503 any route that reads or writes the database can answer."""
-    entry = responses(503)
-    entry[503]["description"] = "The database cannot serve now; try again after Retry-After"
-    entry[503]["headers"] = {
+    return _waiting(503, "The database cannot serve now; try again after Retry-After")
+
+
+def _waiting(status: int, description: str) -> dict[int | str, dict[str, object]]:
+    """A problem's OpenAPI entry that comes with a Retry-After header."""
+    entry = responses(status)
+    entry[status]["description"] = description
+    entry[status]["headers"] = {
         "Retry-After": {
             "description": "Seconds to wait before trying again",
             "schema": {"type": "integer"},
