@@ -21,6 +21,7 @@ API (`app.api.cross_site`): the browser would attach the Basic credentials to it
 
 import base64
 import binascii
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Annotated, Literal
 from urllib.parse import urlencode
@@ -41,7 +42,7 @@ from app.settings import Settings
 from app.store.activity import finished_per_minute
 from app.store.domains import DomainOverview
 from app.store.jobs import JobNotFound, JobStore, StateConflict
-from app.store.tables import is_job_id
+from app.store.tables import Job, is_job_id
 from app.wire import PageMetadataOut
 
 PAGE_SIZE = 25
@@ -246,13 +247,19 @@ async def refresh_job(
 ) -> RedirectResponse:
     """The store's refresh (succeeded or dead: pending again to fetch its page anew, its
     content kept), then back."""
-    try:
-        notice = Notice(Code.REFRESHED, (await jobs.refresh(job_id)).id)
-    except JobNotFound:
-        notice = _no_job(job_id)
-    except StateConflict as exc:
-        notice = Notice(Code.NOT_REFRESHED, job_id, status=exc.status)
+    notice = await _acted(job_id, jobs.refresh(job_id), Code.REFRESHED, Code.NOT_REFRESHED)
     return _redirect(_back(job_id, back, view), notice)
+
+
+async def _acted(job_id: str, action: Awaitable[Job], done: Code, refused: Code) -> Notice:
+    """What a button's store action on one job did: `done`, or why not (no such job, or a
+    state that refuses it: `refused`)."""
+    try:
+        return Notice(done, (await action).id)
+    except JobNotFound:
+        return _no_job(job_id)
+    except StateConflict as exc:
+        return Notice(refused, job_id, status=exc.status)
 
 
 def _no_job(job_id: str) -> Notice:
@@ -264,12 +271,7 @@ async def cancel_job(
     job_id: str, jobs: JobsDep, view: ViewDep, back: Back = None
 ) -> RedirectResponse:
     """Cancel a pending job, then back."""
-    try:
-        notice = Notice(Code.CANCELLED, (await jobs.cancel(job_id)).id)
-    except JobNotFound:
-        notice = _no_job(job_id)
-    except StateConflict as exc:
-        notice = Notice(Code.NOT_CANCELLED, job_id, status=exc.status)
+    notice = await _acted(job_id, jobs.cancel(job_id), Code.CANCELLED, Code.NOT_CANCELLED)
     return _redirect(_back(job_id, back, view), notice)
 
 
