@@ -38,11 +38,16 @@ class Keys:
 
     def tenant_of(self, given: str) -> str | None:
         """The tenant of the key `given`; None if it is no key of these."""
+        found = self.match(given)
+        return None if found is None else found[1]
+
+    def match(self, given: str) -> tuple[str, str] | None:
+        """The digest and tenant of the key `given`; None if it is no key of these."""
         given_digest = digest(given)
         found = None
         for key_digest, tenant in self.tenants.items():
             if hmac.compare_digest(given_digest, key_digest):
-                found = tenant
+                found = key_digest, tenant
         return found
 
     def admins(self) -> "Keys":

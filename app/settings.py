@@ -442,6 +442,22 @@ class Settings(BaseSettings):
         description="Pending jobs a tenant may have: a submit that would pass it answers 429 "
         "(with Retry-After) and stores nothing. 0: no limit.",
     )
+    key_submits_per_second: float = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Jobs an API key may submit per second, in each API process (a token "
+        "bucket: a batch passes while one token is left, then the key waits it off); beyond it "
+        "a submit answers 429 with Retry-After and stores nothing. Without API keys all "
+        "callers share one bucket. 0: no limit.",
+    )
+    key_submit_burst: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Jobs an API key may submit at once before INGEST_KEY_SUBMITS_PER_SECOND "
+        "holds it back (the bucket's size). 0: one second's worth.",
+    )
     api_keys: Annotated[dict[str, str], NoDecode] = Field(
         {},
         description=(

@@ -55,3 +55,33 @@ async def test_jobs_that_left_pending_free_the_quota(make_settings, web):
             )
         again = await client.post("/jobs", json={"url": web.url("/again")})
     assert 201 == again.status_code
+
+
+async def test_a_key_over_its_rate_of_submits_is_refused(make_settings, web):
+    """INGEST_KEY_SUBMITS_PER_SECOND: a key's bucket of 3 lets a single submit and a batch of
+    5 through (the batch on the bucket's last tokens, into debt), then refuses its submits
+    with 429 and a Retry-After of the debt's time, storing nothing; another key of the same
+    tenant submits on."""
+    keys = {"a" * 16: "shop", "c" * 16: "shop"}
+    settings = make_settings(
+        worker_enabled=False, key_submits_per_second=0.01, key_submit_burst=3, api_keys=keys
+    )
+    first, second = bearer("a" * 16), bearer("c" * 16)
+    async with running_app(settings) as (_, client):
+        single = await client.post("/jobs", json={"url": web.url("/1")}, headers=first)
+        batch = await client.post(
+            "/jobs/batch",
+            json={"jobs": [{"url": web.url(f"/b{i}")} for i in range(5)]},
+            headers=first,
+        )
+        refused = await client.post("/jobs", json={"url": web.url("/2")}, headers=first)
+        other_key = await client.post("/jobs", json={"url": web.url("/3")}, headers=second)
+        stored = (await client.get("/jobs", headers=first)).json()["items"]
+    assert (201, 201, 429, 201) == tuple(
+        r.status_code for r in (single, batch, refused, other_key)
+    )
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    # 3 tokens - 1 - 5 = -3: 4 tokens to a whole one again, at 0.01 a second.
+    assert 399 <= int(refused.headers["retry-after"]) <= 400
+    assert "INGEST_KEY_SUBMITS_PER_SECOND" in refused.json()["detail"]
+    assert 7 == len(stored)

@@ -19,6 +19,7 @@ from app.api.body_limit import BodyLimit
 from app.api.cross_site import CrossSiteGuard
 from app.api.framing import NoFraming
 from app.api.hosts import AllowedHosts, HostNames
+from app.api.submit_rate import SubmitRate
 from app.clock import Clock, utc_now
 from app.fetch.guard import Resolver, system_resolver
 from app.metrics import Metrics
@@ -73,6 +74,8 @@ def create_app(
         generate_unique_id_function=_operation_id,
         openapi_tags=TAGS,
     )
+    # Each API process counts its keys' submits (`app.api.submit_rate` says why per process).
+    app.state.submit_rate = SubmitRate.from_settings(settings)
     problems.install(app)
     # Each added middleware wraps the ones before: a request for a host this service does
     # not answer to is refused first; the body limit runs before anything reads or parses a

@@ -21,6 +21,8 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from INGEST_API_K
 class Caller:
     tenant: str | None
     """The tenant this caller acts for; None for an admin (or an open service)."""
+    key: str | None = None
+    """The digest of the key it presented; None on an open service."""
 
     @property
     def is_admin(self) -> bool:
@@ -36,10 +38,11 @@ async def _caller(
         return Caller(None)
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(401, "an API key is required", {"WWW-Authenticate": "Bearer"})
-    tenant = keys.tenant_of(credentials.credentials)
-    if tenant is None:
+    found = keys.match(credentials.credentials)
+    if found is None:
         raise HTTPException(401, "unknown API key", {"WWW-Authenticate": "Bearer"})
-    return Caller(None if tenant == ADMIN else tenant)
+    key, tenant = found
+    return Caller(None if tenant == ADMIN else tenant, key)
 
 
 async def _admin(caller: Annotated[Caller, Depends(_caller)]) -> Caller:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.api.submit_rate import SubmitRate
 from app.fetch.guard import Destinations
 from app.runtime import Runtime
 from app.settings import Settings
@@ -61,7 +62,13 @@ async def _workers(running: RuntimeDep) -> WorkerStore:
     return running.workers
 
 
+async def _submit_rate(request: Request) -> SubmitRate:
+    rate: SubmitRate = request.app.state.submit_rate
+    return rate
+
+
 JobsDep = Annotated[JobStore, Depends(_jobs)]
+SubmitRateDep = Annotated[SubmitRate, Depends(_submit_rate)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 DatabaseDep = Annotated[Database, Depends(_database)]
 DestinationsDep = Annotated[Destinations, Depends(_destinations)]

@@ -15,7 +15,7 @@ from pydantic import AwareDatetime
 
 from app import observability as events
 from app.api.auth import Caller, CallerDep
-from app.api.deps import DestinationsDep, JobsDep, SettingsDep
+from app.api.deps import DestinationsDep, JobsDep, SettingsDep, SubmitRateDep
 from app.api.problems import over_quota, responses
 from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Refreshed, Requeued
 from app.fetch.guard import BlockedDestination, Destinations
@@ -163,11 +163,13 @@ async def submit_job(
     settings: SettingsDep,
     destinations: DestinationsDep,
     caller: CallerDep,
+    rate: SubmitRateDep,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     """Queue a URL to fetch."""
     urls = _checked(_urls_of(body, ("body",)), destinations)
     new = _new_job(body, urls[("body", "url")], caller, settings, idempotency_key)
+    rate.admit(caller.key, 1)
     if idempotency_key is None:
         job, created = (await jobs.submit([new]))[0], True
     else:
@@ -192,6 +194,7 @@ async def submit_batch(
     settings: SettingsDep,
     destinations: DestinationsDep,
     caller: CallerDep,
+    rate: SubmitRateDep,
 ) -> JobList:
     """Queue 1 to 1,000 URLs at once, all or nothing."""
     urls = _checked(
@@ -202,12 +205,12 @@ async def submit_batch(
         },
         destinations,
     )
-    created = await jobs.submit(
-        [
-            _new_job(item, urls[("body", "jobs", i, "url")], caller, settings)
-            for i, item in enumerate(body.jobs)
-        ]
-    )
+    new = [
+        _new_job(item, urls[("body", "jobs", i, "url")], caller, settings)
+        for i, item in enumerate(body.jobs)
+    ]
+    rate.admit(caller.key, len(new))
+    created = await jobs.submit(new)
     events.jobs_submitted(len(created))
     return JobList(items=[shown(job, caller) for job in created])
 

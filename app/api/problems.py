@@ -26,6 +26,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from app.api.schemas import Problem
+from app.api.submit_rate import SubmitRateExceeded
 from app.store.dialect import database_unavailable
 from app.store.jobs import (
     BadCursor,
@@ -71,7 +72,9 @@ QUOTA_RETRY_AFTER_SECONDS = 30
 def over_quota() -> dict[int | str, dict[str, object]]:
     """The OpenAPI entry of a submit's 429: the tenant's pending jobs are at its quota."""
     return _waiting(
-        429, "The tenant's pending jobs would pass INGEST_TENANT_MAX_PENDING; nothing was stored"
+        429,
+        "The tenant's pending jobs would pass INGEST_TENANT_MAX_PENDING, or the API key "
+        "submits faster than INGEST_KEY_SUBMITS_PER_SECOND; nothing was stored",
     )
 
 
@@ -172,6 +175,12 @@ def install(app: FastAPI) -> None:
     async def _quota(_: Request, exc: QuotaExceeded) -> JSONResponse:
         response = problem(429, str(exc))
         response.headers["Retry-After"] = str(QUOTA_RETRY_AFTER_SECONDS)
+        return response
+
+    @app.exception_handler(SubmitRateExceeded)
+    async def _submit_rate(_: Request, exc: SubmitRateExceeded) -> JSONResponse:
+        response = problem(429, str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after)
         return response
 
     @app.exception_handler(BadCursor)
