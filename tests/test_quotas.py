@@ -77,9 +77,7 @@ async def test_a_key_over_its_rate_of_submits_is_refused(make_settings, web):
         refused = await client.post("/jobs", json={"url": web.url("/2")}, headers=first)
         other_key = await client.post("/jobs", json={"url": web.url("/3")}, headers=second)
         stored = (await client.get("/jobs", headers=first)).json()["items"]
-    assert (201, 201, 429, 201) == tuple(
-        r.status_code for r in (single, batch, refused, other_key)
-    )
+    assert (201, 201, 429, 201) == tuple(r.status_code for r in (single, batch, refused, other_key))
     assert refused.headers["content-type"].startswith("application/problem+json")
     # 3 tokens - 1 - 5 = -3: 4 tokens to a whole one again, at 0.01 a second.
     assert 399 <= int(refused.headers["retry-after"]) <= 400
