@@ -8,9 +8,11 @@ A job's life, and where each step lives:
 3. The fetcher GETs the URL through the SSRF guard (fetch/guard.py) within limits
    (fetch/fetcher.py), extracts its text (fetch/extract.py): a `Fetched` or a `Failure`.
 4. Policy settles it (policy.py `settle`, the backoff formula in `backoff_delay`): complete,
-   pending again with a `retry_after`, or dead; and whether the domain should pause.
-5. The store records the outcome as given, fenced on the lease (store/record.py); a success
-   stores the body and text, and a finished job's callback is owed, in that transaction.
+   pending again with a `retry_after`, or dead.
+5. The completer (completer.py) records outcomes in batches, and the store writes each as
+   given, fenced on the lease (store/record.py); a success stores the body and text, and a
+   finished job's callback is owed, in that transaction. Then, from the failures recorded,
+   policy says whether a domain should pause (policy.py `domain_pause`).
 6. A lease that expires (its worker died) is taken back the same way (policy.py `expired`).
 7. Operators list dead jobs and requeue them (`POST /jobs/{id}/retry`).
 8. A job with a `callback_url` gets a signed POST (webhooks.py, store/deliveries.py).
