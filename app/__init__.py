@@ -6,7 +6,8 @@ A job's life, and where each step lives:
 2. A worker's tick claims due jobs: `running`, attempt counted, leased under a random
    `lease_id` (worker.py `Worker.tick` -> store/claim.py, where a job is claimed).
 3. The fetcher GETs the URL through the SSRF guard (fetch/guard.py) within limits
-   (fetch/fetcher.py), extracts its text (fetch/extract.py): a `Fetched` or a `Failure`.
+   (fetch/fetcher.py), and extracts its text (content/, in the extraction processes of
+   fetch/pool.py): a `Fetched` or a `Failure`.
 4. Policy settles it (policy.py `settle`, the backoff formula in `backoff_delay`): complete,
    pending again with a `retry_after`, or dead.
 5. The completer (completer.py) records outcomes in batches, and the store writes each as
