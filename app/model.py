@@ -59,6 +59,14 @@ class DeadReason(StrEnum):
     GONE = "gone"
     """A refresh of a page fetched before was answered 404 or 410: the page went (its last
     content is kept)."""
+    ROBOTS = "robots"
+    """The domain's robots.txt disallows the URL (INGEST_ROBOTS_TXT=obey): nothing was asked
+    of the page itself."""
+
+
+ROBOTS_DISALLOWED = "RobotsDisallowed"
+"""The `Failure.type` of a URL its robots.txt disallows (`app.robots`): policy makes the job
+dead with `DeadReason.ROBOTS` at once."""
 
 
 class AttemptOutcome(StrEnum):

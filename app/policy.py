@@ -32,7 +32,9 @@ An exception raised while deciding (by `settle` itself, say) takes the last bran
 HTTP answers: 2xx succeed; 429, and 503 with a Retry-After header, are rate_limited; codes
 in `transient_status_codes` (default 408 and 5xx) are transient; everything else is fatal.
 A refresh (a job that succeeded before) answered 404 or 410 dies `gone`, not `fatal`: the
-page went, and its last content is kept.
+page went, and its last content is kept. A URL its robots.txt disallows dies `robots`
+(`app.robots`, with INGEST_ROBOTS_TXT=obey); a robots.txt that cannot be read now is a
+transient failure, or a rate-limited one on a 429.
 
 A refresh that succeeds is one of three (`settle`): a 304, or the very body stored
 (`Unmodified`), confirms the content; a 200 whose main text hashes as the stored one's
@@ -56,6 +58,7 @@ from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 from app.model import (
+    ROBOTS_DISALLOWED,
     AttemptOutcome,
     Complete,
     Confirm,
@@ -193,6 +196,8 @@ def decide(
     """
     if refresh and failure.http_status in GONE_STATUSES:
         return MarkDead(DeadReason.GONE, failure)
+    if failure.type == ROBOTS_DISALLOWED:
+        return MarkDead(DeadReason.ROBOTS, failure)
     if failure.kind is ErrorKind.FATAL:
         return MarkDead(DeadReason.FATAL, failure)
     if failure.kind is ErrorKind.RATE_LIMITED:

@@ -36,6 +36,22 @@ class DomainState:
     paused_until: datetime | None = None
     pause_reason: str | None = None
     """Said by `waiting_for`; not used to choose."""
+    crawl_delay: float | None = None
+    """The Crawl-delay its robots.txt asked when a worker last read it (`min_interval`)."""
+
+
+def min_interval(crawl_delay: float | None, settings: Settings) -> float:
+    """Least seconds between two fetch starts on a domain:
+    INGEST_DOMAIN_MIN_INTERVAL_SECONDS, or its robots.txt's Crawl-delay when that is longer
+    and robots.txt is obeyed, capped at INGEST_ROBOTS_CRAWL_DELAY_MAX_SECONDS so a hostile
+    robots.txt cannot freeze its domain.
+
+    interval = max(configured, min(crawl_delay, cap))
+    """
+    configured = settings.domain_min_interval_seconds
+    if crawl_delay is None or settings.robots_txt != "obey":
+        return configured
+    return max(configured, min(crawl_delay, settings.robots_crawl_delay_max_seconds))
 
 
 def choose(
@@ -51,8 +67,8 @@ def choose(
     Order: higher priority first; then the tenant served least recently (a tenant served in
     this very claim goes to the back, so tenants take turns); then the oldest job. A job is
     skipped while its domain is paused, has `domain_max_in_flight` fetches running, or
-    started a fetch less than `domain_min_interval_seconds` ago (so at most one start per
-    domain per claim when an interval is set).
+    started a fetch less than its `min_interval` ago (so at most one start per domain per
+    claim when an interval is set).
     """
     served: dict[str, tuple[int, datetime]] = {
         tenant: (0, last or datetime.min.replace(tzinfo=now.tzinfo))
@@ -75,7 +91,6 @@ def choose(
     state = dict(domains)
     chosen: list[Candidate] = []
     turn = 0
-    interval = settings.domain_min_interval_seconds
     while heap and len(chosen) < limit:
         _, tenant = heapq.heappop(heap)
         queue = queues[tenant]
@@ -90,13 +105,18 @@ def choose(
         served[tenant] = (turn, now)
         domain = state.get(pick.domain, DomainState(0))
         state[pick.domain] = replace(
-            domain,
-            in_flight=domain.in_flight + 1,
-            next_start_at=now + timedelta(seconds=interval) if interval else None,
+            domain, in_flight=domain.in_flight + 1, next_start_at=next_start(domain, now, settings)
         )
         if queue:
             heapq.heappush(heap, next_of(tenant))
     return chosen
+
+
+def next_start(domain: DomainState | None, now: datetime, settings: Settings) -> datetime | None:
+    """Before when no other fetch may start on a domain that starts one at `now` (None: no
+    minimum interval)."""
+    interval = min_interval(domain.crawl_delay if domain else None, settings)
+    return now + timedelta(seconds=interval) if interval else None
 
 
 def _may_start(domain: DomainState | None, now: datetime, settings: Settings) -> bool:

@@ -334,6 +334,40 @@ class Settings(BaseSettings):
         "(429 and 503 pause it at once).",
     )
 
+    # robots.txt (app/robots.py, app/fetch/robots.py): opt-in, since users submit the URLs
+    # they want fetched
+    robots_txt: Literal["obey", "ignore"] = Field(
+        "ignore",
+        description="obey: read each domain's robots.txt (RFC 9309) before fetching from it; a "
+        "URL it disallows is dead (robots), its Crawl-delay spaces the domain's fetches. "
+        "ignore: never ask for robots.txt.",
+    )
+    robots_cache_seconds: float = Field(
+        86400.0,
+        gt=0,
+        le=86400,
+        description="How long a worker process keeps a robots.txt it read before asking again "
+        "(RFC 9309: at most 24 hours).",
+    )
+    robots_max_bytes: int = Field(
+        512 * 1024,
+        ge=500 * 1024,
+        description="Of a robots.txt, this many bytes are read and parsed; the rest is ignored "
+        "(RFC 9309: at least 500 KiB).",
+    )
+    robots_crawl_delay_max_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="Longest Crawl-delay honoured, in seconds; a robots.txt asking for more is "
+        "capped, so it cannot freeze a domain.",
+    )
+    robots_unreachable_max_seconds: float = Field(
+        86400.0,
+        ge=0,
+        description="A robots.txt that failed (5xx, network errors) for this long is taken as "
+        "absent (everything allowed); until then the domain's jobs are retried as transient.",
+    )
+
     # Fetching
     connect_timeout_seconds: float = Field(
         10.0,

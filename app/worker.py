@@ -37,12 +37,13 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from app import __version__, policy
+from app import __version__, policy, scheduling
 from app import observability as events
 from app.completer import Completer
 from app.fetch.fetcher import Fetcher
+from app.fetch.robots import RobotsTxt
 from app.loop import Held, Loop
-from app.model import Lease, Outcome, Reschedule, WorkerPresence
+from app.model import Failure, Fetched, Lease, Outcome, Reschedule, Unmodified, WorkerPresence
 from app.prefetch import FetchTimes, prefetch_limit
 from app.settings import Settings
 from app.store.queue import Queue
@@ -82,6 +83,8 @@ class Worker:
             on_their_way=self._on_their_way,
         )
         self.rand = rand
+        self.robots = RobotsTxt(fetcher, settings, clock) if settings.robots_txt == "obey" else None
+        """Asked before each fetch when robots.txt is obeyed; None (no cost) when ignored."""
         self._fetch_times = FetchTimes()
         self._unsettled = 0
         """Fetches started whose outcome is not handed to the completer yet."""
@@ -135,12 +138,14 @@ class Worker:
         """Look again if what was just recorded may have made a job claimable: a job pending
         again (a retry, a deferral, a hand-back), a domain this worker had filled to its
         in-flight limit (others' records wake them), or any domain when starts are spaced
-        (INGEST_DOMAIN_MIN_INTERVAL_SECONDS). A success or a death at a trickle frees
-        nothing anyone waits for: no pass, which would only look and find nothing. After
-        passes held back while records failed, the first record wakes it: claims resume."""
+        (INGEST_DOMAIN_MIN_INTERVAL_SECONDS, or a Crawl-delay when robots.txt is obeyed). A
+        success or a death at a trickle frees nothing anyone waits for: no pass, which would
+        only look and find nothing. After passes held back while records failed, the first
+        record wakes it: claims resume."""
         if (
             self._held_back
             or self.settings.domain_min_interval_seconds
+            or self.robots is not None  # a Crawl-delay spaces starts
             or any(isinstance(outcome.decision, Reschedule) for outcome in outcomes)
         ):
             self._held_back = False
@@ -270,7 +275,7 @@ class Worker:
         started = time.monotonic()
         self._unsettled += 1
         try:
-            result = await self.fetcher.fetch(lease.url, lease.previous)
+            result = await self._fetch(lease)
             took = time.monotonic() - started
             self._fetch_times.add(took)
             outcome = policy.settle(
@@ -286,6 +291,33 @@ class Worker:
         self._unsettled -= 1
         # Handed over at once: the outcome is recorded even if the task is cancelled now.
         self.completer.add(outcome)
+
+    async def _fetch(self, lease: Lease) -> Fetched | Unmodified | Failure:
+        """The lease's fetch, once its robots.txt allows it (when obeyed): else the failure
+        that makes it dead (disallowed) or retried (robots.txt not read now)."""
+        if self.robots is not None:
+            check = await self.robots.check(lease.url)
+            if check.read is not None:
+                await self._keep_crawl_delay(lease, check.read.crawl_delay(self.robots.token))
+            if check.refusal is not None:
+                return check.refusal
+        return await self.fetcher.fetch(lease.url, lease.previous)
+
+    async def _keep_crawl_delay(self, lease: Lease, delay: float | None) -> None:
+        """Write the Crawl-delay just read where every claim sees it, and space the domain's
+        next start from this fetch's, which its claim did not know. A failure is logged: the
+        next read writes it again, and the fetch goes on."""
+        interval = scheduling.min_interval(delay, self.settings)
+        not_before = lease.claimed_at + timedelta(seconds=interval) if interval else None
+        try:
+            await self.queue.crawl_delay(lease.domain, delay, not_before)
+        except Exception as exc:
+            log.warning(
+                "worker %s: could not keep the Crawl-delay of %s (%s)",
+                self.id,
+                lease.domain,
+                error_line(exc),
+            )
 
     async def _look_back(self, now: datetime) -> None:
         """Record the expired leases of other (dead or hung) workers as policy settles them,

@@ -34,10 +34,11 @@ which only hold when read together.
 """
 
 import asyncio
+import contextlib
 import hashlib
 import tempfile
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -211,12 +212,20 @@ class Fetcher:
                 return _fatal("HeadersTooLarge", "response headers are too large")
             return classify_exception(exc, settings.transient_errors)
 
-    async def _get(self, url: str, conditions: dict[str, str]) -> _Body | Unmodified | Failure:
-        # The least busy pool: with no more fetches than slots, none has more than its size.
+    @contextlib.contextmanager
+    def client(self) -> Iterator[httpx.AsyncClient]:
+        """The guarded client of the least busy pool, counted busy while held: with no more
+        fetches than slots, no pool has more than its size. (`app.fetch.robots` reads
+        robots.txt through it too: same guard, timeouts and User-Agent.)"""
         shard = self._busy.index(min(self._busy))
-        client = self.clients[shard]
         self._busy[shard] += 1
         try:
+            yield self.clients[shard]
+        finally:
+            self._busy[shard] -= 1
+
+    async def _get(self, url: str, conditions: dict[str, str]) -> _Body | Unmodified | Failure:
+        with self.client() as client:
             # The validators go on every hop: they belong to the URL the job names, whose
             # redirects the last success followed too.
             request = client.build_request("GET", url, headers=conditions)
@@ -236,8 +245,6 @@ class Fetcher:
                 finally:
                     await response.aclose()  # a 3xx body is never read
             raise httpx.TooManyRedirects("Exceeded maximum allowed redirects.", request=request)
-        finally:
-            self._busy[shard] -= 1
 
     async def _answer(self, response: httpx.Response) -> _Body | Failure:
         settings = self.settings

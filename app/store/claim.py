@@ -13,8 +13,9 @@
    They are locked as they are read (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent
    claims take different jobs and never wait on each other's).
 3. Lock the candidates' domain rows (in name order, so claims never deadlock) and read
-   their limits again, now that no other claim can change them. A domain whose row is
-   missing gets a fresh one first (`_lock_domains` says how one can be missing).
+   their limits again (with the Crawl-delay a worker last read of robots.txt:
+   `app.scheduling.min_interval`), now that no other claim can change them. A domain whose
+   row is missing gets a fresh one first (`_lock_domains` says how one can be missing).
 4. `app.scheduling.choose` picks the jobs: priority, tenants in turn, oldest first, domain
    limits re-checked on the locked rows.
 5. Mark them running, count the attempt, lease them under a fresh random `lease_id` (the
@@ -37,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.model import JobStatus, Lease, Previous
-from app.scheduling import Candidate, DomainState, choose
+from app.scheduling import Candidate, DomainState, choose, next_start
 from app.settings import Settings
 from app.store.database import Database
 from app.store.dialect import (
@@ -188,7 +189,11 @@ def _candidates_apart(tenant_count: int) -> sa.CompoundSelect[Any]:
 
 _LOCK_DOMAINS = lock_rows(
     sa.select(
-        domains.c.domain, domains.c.in_flight, domains.c.next_start_at, domains.c.paused_until
+        domains.c.domain,
+        domains.c.in_flight,
+        domains.c.next_start_at,
+        domains.c.paused_until,
+        domains.c.crawl_delay_seconds,
     )
     .where(domains.c.domain.in_(sa.bindparam("domains", expanding=True)))
     .order_by(domains.c.domain)
@@ -347,7 +352,7 @@ def claim_in(
         "lease": lease_id,
     }
     conn.execute(_TAKE, taken)
-    _count_starts(conn, backend, chosen, now, settings)
+    _count_starts(conn, backend, chosen, states, now, settings)
     backend.inserts(
         attempts,
         [
@@ -399,8 +404,8 @@ def _lock_domains(
         backend.inserts(domains, missing, skip_existing=True).run(conn)
         rows = all_rows(conn, _LOCK_DOMAINS, {"domains": names})
     return {
-        domain: DomainState(in_flight, next_start_at, paused_until)
-        for domain, in_flight, next_start_at, paused_until in rows
+        domain: DomainState(in_flight, next_start_at, paused_until, crawl_delay=crawl_delay)
+        for domain, in_flight, next_start_at, paused_until, crawl_delay in rows
     }
 
 
@@ -416,18 +421,22 @@ def _count_starts(
     conn: sa.Connection,
     backend: Backend,
     chosen: list[Candidate],
+    states: dict[str, DomainState],
     now: datetime,
     settings: Settings,
 ) -> None:
     starts: dict[str, int] = {}
     for candidate in chosen:
         starts[candidate.domain] = starts.get(candidate.domain, 0) + 1
-    interval = settings.domain_min_interval_seconds
-    next_start = now + timedelta(seconds=interval) if interval else None
     backend.updates(
         _COUNT_STARTS,
         [
-            {"d": domain, "n": n, "now": now, "next_start": next_start}
+            {
+                "d": domain,
+                "n": n,
+                "now": now,
+                "next_start": next_start(states.get(domain), now, settings),
+            }
             for domain, n in sorted(starts.items())
         ],
     ).run(conn)

@@ -1,8 +1,9 @@
 """The worker's handle on the store: each method one transaction, the SQL in its own module.
 
 - `claim`: due jobs become leases (`app.store.claim`, where a job is claimed).
-- `extend_leases`, `record`, `pause_domain`: the heartbeat, the outcomes as policy settled
-  them, a domain's pause (`app.store.record`).
+- `extend_leases`, `record`, `pause_domain`, `crawl_delay`: the heartbeat, the outcomes as
+  policy settled them, a domain's pause, the Crawl-delay of its robots.txt
+  (`app.store.record`).
 - `overdue`, `next_due_at`, `prune`, `prune_domains`: what the worker reads to take back
   leases, to know whether scheduled refreshes came due and how long it may sleep, and
   retention (`app.store.retention`).
@@ -81,6 +82,12 @@ class Queue:
     async def pause_domain(self, domain: str, pause: DomainPause) -> bool:
         """Pause `domain` unless it is paused longer already; True if this pause is stored."""
         return await self.db.transact(lambda conn: record.pause_domain(conn, domain, pause))
+
+    async def crawl_delay(
+        self, domain: str, delay: float | None, not_before: datetime | None
+    ) -> None:
+        """Keep the Crawl-delay read of `domain`'s robots.txt (`record.crawl_delay`)."""
+        await self.db.transact(lambda conn: record.crawl_delay(conn, domain, delay, not_before))
 
     async def overdue(self, now: datetime, limit: int = 500) -> Overdue:
         """What is overdue at `now`, in one read: running jobs whose lease ran out (their

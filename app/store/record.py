@@ -51,7 +51,7 @@ from app.model import (
 )
 from app.store.deliveries import owe
 from app.store.dialect import Backend, Writes, all_rows, floor_minus, lock_rows
-from app.store.tables import attempts, contents, domains, jobs, status_is
+from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is
 from app.strings import storable_text
 
 
@@ -486,3 +486,20 @@ def pause_domain(conn: sa.Connection, domain: str, pause: DomainPause) -> bool:
         .values(paused_until=pause.until, pause_reason=pause.reason)
     )
     return (conn.execute(stmt)).rowcount == 1
+
+
+def crawl_delay(
+    conn: sa.Connection, domain: str, delay: float | None, not_before: datetime | None
+) -> None:
+    """Keep the Crawl-delay a worker just read of `domain`'s robots.txt, for every claim to
+    space the domain's starts by; and push its next start out to `not_before` (the start of
+    the fetch that read it, plus the interval), which the claim that started that fetch did
+    not know. A later next start stays."""
+    values: dict[str, Any] = {"crawl_delay_seconds": delay}
+    if not_before is not None:
+        at = sa.literal(not_before, UTCDateTime)
+        values["next_start_at"] = sa.case(
+            (sa.or_(domains.c.next_start_at.is_(None), domains.c.next_start_at < at), at),
+            else_=domains.c.next_start_at,
+        )
+    conn.execute(sa.update(domains).where(domains.c.domain == domain).values(**values))

@@ -235,7 +235,11 @@ class Domain(SQLModel, table=True):
     """Running jobs of this domain, kept by the queue's claim and finish."""
     last_started_at: datetime | None = _ts()
     next_start_at: datetime | None = _ts()
-    """Before this, no fetch may start (INGEST_DOMAIN_MIN_INTERVAL_SECONDS)."""
+    """Before this, no fetch may start (INGEST_DOMAIN_MIN_INTERVAL_SECONDS, or Crawl-delay)."""
+    crawl_delay_seconds: float | None = None
+    """The Crawl-delay of its robots.txt when a worker last read it (INGEST_ROBOTS_TXT=obey):
+    kept here, not in a worker's memory, because every worker's claim spaces the domain's
+    starts by it (`app.scheduling.min_interval`). None: none asked, or not read."""
     updated_at: datetime | None = _ts()
 
 

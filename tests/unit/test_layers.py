@@ -7,7 +7,7 @@ APP = Path(__file__).resolve().parents[2] / "app"
 
 LAYERS = [
     ("app", "app.model", "app.settings", "app.keys", "app.clock", "app.strings", "app.wording"),
-    ("app.policy", "app.scheduling", "app.content", "app.fetch"),
+    ("app.policy", "app.scheduling", "app.robots", "app.content", "app.fetch"),
     ("app.store",),
     ("app.wire", "app.metrics", "app.observability", "app.loop"),
     ("app.worker", "app.completer", "app.webhooks", "app.worker_process"),

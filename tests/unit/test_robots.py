@@ -1,0 +1,256 @@
+"""app.robots and the claim's interval: what each answer for robots.txt means (RFC 9309),
+whether a URL is refused, how long an unreachable robots.txt holds jobs back, and the
+domain's minimum interval with a Crawl-delay."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.model import ROBOTS_DISALLOWED, DeadReason, ErrorKind, Failure, MarkDead, Reschedule
+from app.policy import decide
+from app.robots import (
+    ALLOW_ALL,
+    ROBOTS_RATE_LIMITED,
+    ROBOTS_UNREACHABLE,
+    RobotsRules,
+    product_token,
+    refusal,
+    rules_from_answer,
+    rules_from_failure,
+    while_unreachable,
+)
+from app.scheduling import Candidate, DomainState, choose, min_interval, next_start
+from app.settings import Settings
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+ROBOTS = b"""User-agent: ingest
+Disallow: /private
+Allow: /private/open
+Crawl-delay: 2.5
+
+User-agent: *
+Disallow: /
+"""
+
+
+def settings(**overrides) -> Settings:
+    return Settings(_env_file=None, **({"robots_txt": "obey"} | overrides))
+
+
+@pytest.mark.parametrize(
+    ("user_agent", "token"),
+    [
+        ("ingest/0.1", "ingest"),
+        ("Ingest-Bot/2.0 (+https://example.com/bot)", "ingest-bot"),
+        ("my_crawler", "my_crawler"),
+        ("  ingest", "ingest"),
+        ("Mozilla/5.0 (compatible; ingest)", "mozilla"),
+        ("/0.1", "*"),
+        ("", "*"),
+    ],
+)
+def test_product_token_is_the_leading_name(user_agent: str, token: str) -> None:
+    """The product token is the User-Agent's leading letters, `_` and `-`, lower-cased; `*`
+    when there are none."""
+    assert token == product_token(user_agent)
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("http://a.test/", True),
+        ("http://a.test/page?q=1", True),
+        ("http://a.test/private", False),
+        ("http://a.test/private/x", False),
+        ("http://a.test/private/open/x", True),
+    ],
+)
+def test_a_2xx_gives_the_rules_of_the_crawlers_group(url: str, allowed: bool) -> None:
+    """A 200's rules apply by the group naming `ingest`, longest match first (Allow beats a
+    shorter Disallow); the `*` group's Disallow: / is not ours."""
+    rules = rules_from_answer(200, ROBOTS, None)
+    assert isinstance(rules, RobotsRules)
+    assert (allowed, 2.5) == (rules.allows(url, "ingest"), rules.crawl_delay("ingest"))
+
+
+def test_another_crawlers_token_falls_to_the_star_group() -> None:
+    """A token no group names gets the `*` group: everything disallowed, no Crawl-delay."""
+    rules = rules_from_answer(200, ROBOTS, None)
+    assert isinstance(rules, RobotsRules)
+    assert (False, None) == (rules.allows("http://a.test/", "other"), rules.crawl_delay("other"))
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 451, 499, 301, 304])
+def test_4xx_and_unfollowed_answers_are_unavailable(status: int) -> None:
+    """RFC 9309 2.3.1.3: a 4xx (401 and 403 too) means no rules: everything allowed; so
+    does an answer neither 2xx nor an error (a 3xx not followed)."""
+    assert ALLOW_ALL == rules_from_answer(status, b"User-agent: *\nDisallow: /", None)
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 599])
+def test_5xx_is_unreachable_and_transient(status: int) -> None:
+    """RFC 9309 2.3.1.4: a 5xx is "unreachable": the job fails transient, and says why."""
+    assert Failure(
+        ErrorKind.TRANSIENT,
+        ROBOTS_UNREACHABLE,
+        f"robots.txt answered HTTP {status}: unreachable",
+    ) == rules_from_answer(status, b"", None)
+
+
+@pytest.mark.parametrize(("status", "retry_after"), [(429, None), (429, "30"), (503, "30")])
+def test_429_and_503_with_retry_after_are_rate_limited(status: int, retry_after: str | None):
+    """Like any page's: a 429, or a 503 with Retry-After, defers the job (the header kept)."""
+    failure = rules_from_answer(status, b"", retry_after)
+    assert (
+        Failure(
+            ErrorKind.RATE_LIMITED,
+            ROBOTS_RATE_LIMITED,
+            f"robots.txt answered HTTP {status}",
+            status,
+            retry_after,
+        )
+        == failure
+    )
+
+
+def test_an_empty_or_garbage_2xx_allows_everything() -> None:
+    """A 200 with no rule Protego understands (or bytes that are no UTF-8) allows all."""
+    for body in (b"", b"\xff\xfe<html>not robots</html>"):
+        rules = rules_from_answer(200, body, None)
+        assert isinstance(rules, RobotsRules)
+        assert rules.allows("http://a.test/x", "ingest")
+
+
+@pytest.mark.parametrize("type_", ["TooManyRedirects", "InvalidRedirect", "BlockedDestination"])
+def test_redirects_not_followed_are_unavailable(type_: str) -> None:
+    """RFC 9309 2.3.1.2: a robots.txt whose redirects cannot be followed allows all."""
+    assert ALLOW_ALL == rules_from_failure(Failure(ErrorKind.FATAL, type_, "no"))
+
+
+def test_a_transient_network_error_is_unreachable() -> None:
+    """A refused connection or a timeout is "unreachable": transient, saying what happened."""
+    failure = rules_from_failure(Failure(ErrorKind.TRANSIENT, "ConnectError", "refused"))
+    assert (
+        Failure(
+            ErrorKind.TRANSIENT, ROBOTS_UNREACHABLE, "robots.txt unreachable: ConnectError: refused"
+        )
+        == failure
+    )
+
+
+def test_a_fatal_network_error_fails_the_job_as_its_fetch_would() -> None:
+    """A host that does not resolve fails the job fatal, its type kept, said of robots.txt."""
+    failure = rules_from_failure(Failure(ErrorKind.FATAL, "NameNotFound", "no such host"))
+    assert (
+        Failure(
+            ErrorKind.FATAL, "NameNotFound", "robots.txt unreachable: NameNotFound: no such host"
+        )
+        == failure
+    )
+
+
+UNREACHABLE = Failure(ErrorKind.TRANSIENT, ROBOTS_UNREACHABLE, "robots.txt answered HTTP 503")
+
+
+@pytest.mark.parametrize(
+    ("failing_for", "verdict"),
+    [
+        (timedelta(0), UNREACHABLE),
+        (timedelta(hours=23, minutes=59), UNREACHABLE),
+        (timedelta(hours=24), ALLOW_ALL),
+        (timedelta(days=40), ALLOW_ALL),
+    ],
+)
+def test_an_unreachable_robots_txt_holds_jobs_back_for_a_bounded_time(failing_for, verdict):
+    """Unreachable for less than the bound: the job is retried; from the bound on,
+    robots.txt is taken as absent, so the domain is not blocked for ever."""
+    assert verdict == while_unreachable(UNREACHABLE, NOW - failing_for, NOW, 86400)
+
+
+@pytest.mark.parametrize("kind", [ErrorKind.FATAL, ErrorKind.RATE_LIMITED])
+def test_only_unreachable_is_given_up_on(kind: ErrorKind) -> None:
+    """A fatal or rate-limited failure stands however long it lasts."""
+    failure = Failure(kind, "X", "x")
+    assert failure == while_unreachable(failure, NOW - timedelta(days=60), NOW, 86400)
+
+
+def test_refusal_is_fatal_and_names_the_token() -> None:
+    """A disallowed URL fails fatal (RobotsDisallowed), naming the token; an allowed one not."""
+    rules = rules_from_answer(200, ROBOTS, None)
+    assert isinstance(rules, RobotsRules)
+    assert (
+        Failure(
+            ErrorKind.FATAL,
+            ROBOTS_DISALLOWED,
+            "robots.txt disallows this URL for user agent 'ingest'",
+        ),
+        None,
+    ) == (
+        refusal(rules, "http://a.test/private", "ingest"),
+        refusal(rules, "http://a.test/", "ingest"),
+    )
+
+
+def test_a_refused_job_dies_robots_at_once() -> None:
+    """Policy: a refusal makes the job dead (robots) on its first attempt, no retry."""
+    rules = rules_from_answer(200, ROBOTS, None)
+    assert isinstance(rules, RobotsRules)
+    failure = refusal(rules, "http://a.test/private", "ingest")
+    assert failure is not None
+    assert MarkDead(DeadReason.ROBOTS, failure) == decide(failure, 1, 4, 0, NOW, settings())
+
+
+def test_an_unreachable_robots_txt_is_retried() -> None:
+    """Policy: robots.txt unreachable reschedules the job with the normal backoff."""
+    decision = decide(UNREACHABLE, 1, 4, 0, NOW, settings(backoff_jitter=0.0))
+    assert isinstance(decision, Reschedule)
+    assert (30.0, UNREACHABLE) == (decision.delay_seconds, decision.failure)
+
+
+@pytest.mark.parametrize(
+    ("obey", "configured", "crawl_delay", "cap", "interval"),
+    [
+        ("ignore", 0.0, 5.0, 60.0, 0.0),
+        ("ignore", 2.0, 5.0, 60.0, 2.0),
+        ("obey", 0.0, None, 60.0, 0.0),
+        ("obey", 2.0, None, 60.0, 2.0),
+        ("obey", 0.0, 5.0, 60.0, 5.0),
+        ("obey", 10.0, 5.0, 60.0, 10.0),
+        ("obey", 1.0, 3600.0, 60.0, 60.0),
+        ("obey", 90.0, 3600.0, 60.0, 90.0),
+        ("obey", 0.0, 5.0, 0.0, 0.0),
+        ("obey", 0.0, 0.0, 60.0, 0.0),
+    ],
+)
+def test_min_interval_is_the_larger_capped(obey, configured, crawl_delay, cap, interval):
+    """interval = max(configured, min(crawl_delay, cap)) when robots.txt is obeyed; the
+    configured one alone when ignored or when no Crawl-delay is known."""
+    values = settings(
+        robots_txt=obey,
+        domain_min_interval_seconds=configured,
+        robots_crawl_delay_max_seconds=cap,
+    )
+    assert interval == min_interval(crawl_delay, values)
+
+
+def test_next_start_follows_the_domains_crawl_delay() -> None:
+    """The claim's next start of a domain: now + its interval; none when there is none."""
+    obey = settings()
+    assert (NOW + timedelta(seconds=5), None, None) == (
+        next_start(DomainState(0, crawl_delay=5.0), NOW, obey),
+        next_start(DomainState(0), NOW, obey),
+        next_start(None, NOW, obey),
+    )
+
+
+def test_a_claim_starts_one_fetch_of_a_domain_with_a_crawl_delay() -> None:
+    """Two due jobs of a domain whose Crawl-delay is known: a claim takes one; of a domain
+    with none, both."""
+    candidates = [
+        Candidate(f"{domain}{i}", "t", domain, 0, NOW + timedelta(seconds=i))
+        for domain in ("slow.test", "fast.test")
+        for i in range(2)
+    ]
+    domains = {"slow.test": DomainState(0, crawl_delay=1.0), "fast.test": DomainState(0)}
+    chosen = choose(candidates, {"t": None}, domains, 10, NOW, settings())
+    assert ["fast.test0", "fast.test1", "slow.test0"] == sorted(c.id for c in chosen)
