@@ -1,0 +1,95 @@
+"""robots.txt end to end: the app's worker against a real HTTP server on 127.0.0.1 that
+records every request, on both backends."""
+
+import itertools
+from collections.abc import Callable
+
+from app.settings import Settings
+from tests.conftest import running_app, submit, wait_for_status
+from tests.webserver import Reply, ScriptedServer
+
+TEXT = "text/plain"
+
+
+def robots(web: ScriptedServer, *replies: Reply) -> None:
+    web.script("/robots.txt", *replies)
+
+
+def rules(text: str) -> Reply:
+    return Reply(200, text.encode(), TEXT)
+
+
+async def test_a_disallowed_url_dies_robots_and_an_allowed_one_succeeds(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """With robots.txt obeyed, a path it disallows for our token is dead (robots) after one
+    attempt and never requested, while another path of the same host succeeds; robots.txt
+    is read once for both."""
+    robots(web, rules("User-agent: ingest\nDisallow: /private\n\nUser-agent: *\nAllow: /\n"))
+    async with running_app(make_settings(robots_txt="obey")) as (_, client):
+        refused = await submit(client, web.url("/private/page"))
+        allowed = await submit(client, web.url("/public"))
+        dead = await wait_for_status(client, refused["id"], "dead")
+        done = await wait_for_status(client, allowed["id"], "succeeded")
+    assert ("robots", 1, "fatal", "RobotsDisallowed") == (
+        dead["dead_reason"],
+        dead["attempts"],
+        dead["last_error"]["kind"],
+        dead["last_error"]["type"],
+    )
+    assert "succeeded" == done["status"]
+    assert (0, 1, 1) == (web.count("/private/page"), web.count("/public"), web.count("/robots.txt"))
+    assert web.headers["/robots.txt"][0]["User-Agent"] == "ingest/0.1"
+
+
+async def test_a_missing_robots_txt_allows_everything(make_settings, web):
+    """robots.txt answered 404 ("unavailable"): every path may be fetched."""
+    robots(web, Reply(404, b"not found", TEXT))
+    async with running_app(make_settings(robots_txt="obey")) as (_, client):
+        job = await submit(client, web.url("/anything"))
+        done = await wait_for_status(client, job["id"], "succeeded")
+    assert (1, 1) == (done["attempts"], web.count("/anything"))
+
+
+async def test_an_unreachable_robots_txt_retries_the_job_until_it_answers(make_settings, web):
+    """robots.txt answered 503 twice: the job fails transient twice (its error says
+    robots.txt was unreachable, the page is not asked), then succeeds once robots.txt
+    answers."""
+    robots(web, Reply(503, b"busy", TEXT), Reply(503, b"busy", TEXT), rules("User-agent: *\n"))
+    async with running_app(make_settings(robots_txt="obey")) as (_, client):
+        job = await submit(client, web.url("/page"))
+        done = await wait_for_status(client, job["id"], "succeeded")
+        attempts = (await client.get(f"/jobs/{job['id']}/attempts")).json()["items"]
+    assert ["transient", "transient", "succeeded"] == [a["outcome"] for a in attempts]
+    assert ("RobotsUnreachable", "robots.txt answered HTTP 503: unreachable") == (
+        attempts[0]["error_type"],
+        attempts[0]["message"],
+    )
+    assert (3, 3, 1) == (done["attempts"], web.count("/robots.txt"), web.count("/page"))
+
+
+async def test_crawl_delay_spaces_the_fetches_of_a_domain(make_settings, web):
+    """robots.txt asks Crawl-delay: 1. Once a first job has read it, two jobs submitted at
+    once start their fetches at least (nearly) a second apart, and after the first's."""
+    robots(web, rules("User-agent: *\nCrawl-delay: 1\n"))
+    async with running_app(make_settings(robots_txt="obey")) as (_, client):
+        first = await submit(client, web.url("/first"))
+        await wait_for_status(client, first["id"], "succeeded")
+        jobs = [await submit(client, web.url(f"/next/{i}")) for i in range(2)]
+        for job in jobs:
+            await wait_for_status(client, job["id"], "succeeded")
+    starts = sorted(web.hits["/first"] + web.hits["/next/0"] + web.hits["/next/1"])
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    assert 3 == len(starts)
+    assert all(gap >= 0.8 for gap in gaps), gaps  # loose: the claim's clock is not the server's
+    assert 1 == web.count("/robots.txt")
+
+
+async def test_ignore_never_asks_for_robots_txt(make_settings, web):
+    """By default (ignore) robots.txt is never requested, even one that disallows all."""
+    robots(web, rules("User-agent: *\nDisallow: /\n"))
+    async with running_app(make_settings()) as (_, client):
+        jobs = [await submit(client, web.url(f"/page/{i}")) for i in range(3)]
+        for job in jobs:
+            await wait_for_status(client, job["id"], "succeeded")
+    assert (0, 3) == (web.count("/robots.txt"), sum(web.count(f"/page/{i}") for i in range(3)))

@@ -1,0 +1,220 @@
+"""app.fetch.robots.RobotsTxt against a mocked transport: what is read of robots.txt (cap,
+redirects, coding), how often (once per origin per TTL, one read for concurrent checks),
+and the bound on an unreachable one. Times come from a clock the tests move."""
+
+import asyncio
+import gzip
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from app.fetch.fetcher import Fetcher
+from app.fetch.robots import RobotsTxt
+from app.model import ErrorKind
+from app.robots import ROBOTS_UNREACHABLE
+from app.settings import Settings
+
+T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+async def make() -> AsyncIterator[Callable[..., tuple[RobotsTxt, list[str], Clock]]]:
+    """A RobotsTxt on a fetcher whose transport answers with `handler`; the URLs asked."""
+    fetchers: list[Fetcher] = []
+
+    def build(handler: Callable[[httpx.Request], httpx.Response], **overrides: Any):
+        asked: list[str] = []
+
+        def record(request: httpx.Request) -> httpx.Response:
+            asked.append(str(request.url))
+            return handler(request)
+
+        settings = Settings(_env_file=None, robots_txt="obey", extract_processes=0, **overrides)
+        fetcher = Fetcher(settings, transport=httpx.MockTransport(record))
+        fetchers.append(fetcher)
+        clock = Clock()
+        return RobotsTxt(fetcher, settings, clock), asked, clock
+
+    yield build
+    for fetcher in fetchers:
+        await fetcher.aclose()
+
+
+class _Raw(httpx.AsyncByteStream):
+    """A body streamed as a server's is (a Response built from bytes is read at once)."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.raw
+
+
+def text(body: str | bytes, status: int = 200, **headers: str) -> httpx.Response:
+    content = body.encode() if isinstance(body, str) else body
+    return httpx.Response(status, headers=headers, stream=_Raw(content))
+
+
+async def test_read_once_per_origin_and_applied_per_url(make):
+    """One read of http://a.test/robots.txt serves both URLs of that origin; another port
+    is another origin."""
+    robots, asked, _ = make(lambda _: text("User-agent: *\nDisallow: /no\n"))
+    refused = await robots.check("http://a.test/no/1?x=1")
+    allowed = await robots.check("http://a.test/yes")
+    other = await robots.check("http://a.test:8080/yes")
+    assert ("RobotsDisallowed", None, None) == (
+        refused.refusal and refused.refusal.type,
+        allowed.refusal,
+        other.refusal,
+    )
+    assert ["http://a.test/robots.txt", "http://a.test:8080/robots.txt"] == asked
+
+
+async def test_only_the_check_that_read_it_carries_the_rules(make):
+    """The check that read robots.txt carries its rules (for the Crawl-delay to be kept);
+    a later one, served from memory, does not."""
+    robots, _, _ = make(lambda _: text("User-agent: *\nCrawl-delay: 3\n"))
+    first = await robots.check("http://a.test/1")
+    second = await robots.check("http://a.test/2")
+    assert (3.0, None) == (first.read and first.read.crawl_delay("ingest"), second.read)
+
+
+async def test_concurrent_checks_share_one_read(make):
+    """Ten jobs of one origin checking at once cause one request."""
+    robots, asked, _ = make(lambda _: text("User-agent: *\nAllow: /\n"))
+    checks = await asyncio.gather(*(robots.check(f"http://a.test/{i}") for i in range(10)))
+    assert (1, [None] * 10) == (len(asked), [c.refusal for c in checks])
+    assert 1 == sum(c.read is not None for c in checks)
+
+
+async def test_read_again_after_the_ttl(make):
+    """Past INGEST_ROBOTS_CACHE_SECONDS robots.txt is asked again, and its new rules hold."""
+    answers = iter([text("User-agent: *\nAllow: /\n"), text("User-agent: *\nDisallow: /\n")])
+    robots, asked, clock = make(lambda _: next(answers), robots_cache_seconds=60)
+    before = await robots.check("http://a.test/x")
+    clock.now = T0 + timedelta(seconds=59)
+    still = await robots.check("http://a.test/x")
+    clock.now = T0 + timedelta(seconds=60)
+    after = await robots.check("http://a.test/x")
+    assert (None, None, "RobotsDisallowed") == (
+        before.refusal,
+        still.refusal,
+        after.refusal and after.refusal.type,
+    )
+    assert 2 == len(asked)
+
+
+async def test_the_body_is_read_up_to_the_cap_and_a_cut_line_dropped(make):
+    """Of a robots.txt past INGEST_ROBOTS_MAX_BYTES the rest is not read, and the line the
+    cap cuts is not read shorter than written (`Disallow: /ab` is not `Disallow: /a`)."""
+    cap = 500 * 1024
+    head = "User-agent: *\n" + "# padding\n" * ((cap - 100) // 10)
+    body = head + "Disallow: /early\n"
+    body += "Disallow: /a" + "b" * (cap - len(body.encode()) + 10) + "\n"
+    body += "Disallow: /late\n"
+    robots, _, _ = make(lambda _: text(body), robots_max_bytes=cap)
+    results = [
+        (await robots.check(f"http://a.test{path}")).refusal is None
+        for path in ("/early", "/a", "/late")
+    ]
+    assert [False, True, True] == results
+
+
+async def test_a_gzip_body_is_inflated(make):
+    """A gzip-coded robots.txt is read as its text."""
+    robots, _, _ = make(
+        lambda _: text(
+            gzip.compress(b"User-agent: *\nDisallow: /\n"), **{"content-encoding": "gzip"}
+        )
+    )
+    check = await robots.check("http://a.test/x")
+    assert "RobotsDisallowed" == (check.refusal and check.refusal.type)
+
+
+def redirects(hops: int) -> Callable[[httpx.Request], httpx.Response]:
+    """/robots.txt redirects `hops` times before the rules (Disallow: /) answer."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        step = int(request.url.params.get("hop", "0"))
+        if step < hops:
+            return httpx.Response(301, headers={"location": f"/robots.txt?hop={step + 1}"})
+        return text("User-agent: *\nDisallow: /\n")
+
+    return handler
+
+
+@pytest.mark.parametrize(("hops", "allowed"), [(0, False), (5, False), (6, True)])
+async def test_five_redirects_are_followed_and_more_allow_all(make, hops: int, allowed: bool):
+    """RFC 9309: five redirects are followed; past them robots.txt is unavailable."""
+    robots, asked, _ = make(redirects(hops))
+    check = await robots.check("http://a.test/x")
+    assert (allowed, min(hops, 5) + 1) == (check.refusal is None, len(asked))
+
+
+async def test_unreachable_holds_jobs_back_until_the_bound_then_allows(make):
+    """A robots.txt answering 503: each check asks again and fails transient; from
+    INGEST_ROBOTS_UNREACHABLE_MAX_SECONDS after the first failure on, everything is allowed
+    (and kept, not asked again)."""
+    robots, asked, clock = make(lambda _: text("busy", 503), robots_unreachable_max_seconds=600)
+    first = await robots.check("http://a.test/x")
+    clock.now = T0 + timedelta(seconds=599)
+    second = await robots.check("http://a.test/x")
+    clock.now = T0 + timedelta(seconds=600)
+    given_up = await robots.check("http://a.test/x")
+    kept = await robots.check("http://a.test/y")
+    assert [(ErrorKind.TRANSIENT, ROBOTS_UNREACHABLE)] * 2 == [
+        (c.refusal.kind, c.refusal.type) for c in (first, second) if c.refusal
+    ]
+    assert (None, None, 3) == (given_up.refusal, kept.refusal, len(asked))
+
+
+async def test_a_success_ends_the_unreachable_run(make):
+    """A read that succeeds between failures starts the bound afresh for the next run."""
+    answers = iter([text("", 503), text("User-agent: *\n"), text("", 503)])
+    robots, _, clock = make(
+        lambda _: next(answers), robots_unreachable_max_seconds=600, robots_cache_seconds=60
+    )
+    await robots.check("http://a.test/x")
+    clock.now = T0 + timedelta(seconds=300)
+    await robots.check("http://a.test/x")
+    clock.now = T0 + timedelta(seconds=700)
+    again = await robots.check("http://a.test/x")
+    assert ROBOTS_UNREACHABLE == (again.refusal and again.refusal.type)
+
+
+async def test_a_connection_error_is_unreachable(make):
+    """A refused connection is unreachable: transient, its error said of robots.txt."""
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    robots, _, _ = make(refuse)
+    check = await robots.check("http://a.test/x")
+    assert check.refusal is not None
+    assert (ErrorKind.TRANSIENT, "robots.txt unreachable: ConnectError: refused") == (
+        check.refusal.kind,
+        check.refusal.message,
+    )
+
+
+async def test_a_429_is_rate_limited_with_its_retry_after(make):
+    """A 429 on robots.txt defers the job like any 429, its Retry-After kept."""
+    robots, _, _ = make(lambda _: text("slow down", 429, **{"retry-after": "30"}))
+    check = await robots.check("http://a.test/x")
+    assert check.refusal is not None
+    assert (ErrorKind.RATE_LIMITED, 429, "30") == (
+        check.refusal.kind,
+        check.refusal.http_status,
+        check.refusal.retry_after,
+    )
