@@ -7,7 +7,8 @@ A job's life, and where each step lives:
    `lease_id` (worker.py `Worker.tick` -> store/claim.py, where a job is claimed).
 3. The fetcher GETs the URL through the SSRF guard (fetch/guard.py) within limits
    (fetch/fetcher.py), and extracts its text (content/, in the extraction processes of
-   fetch/pool.py): a `Fetched` or a `Failure`.
+   fetch/pool.py): a `Fetched` or a `Failure`. With INGEST_ROBOTS_TXT=obey, the origin's
+   robots.txt is asked first (fetch/robots.py, its rules in robots.py).
 4. Policy settles it (policy.py `settle`, the backoff formula in `backoff_delay`): complete,
    pending again with a `retry_after`, or dead.
 5. The completer (completer.py) records outcomes in batches, and the store writes each as

@@ -120,7 +120,8 @@ class BlockReason(StrEnum):
     """Its `retry_after` (a backoff, a rate limit, a `not_before`) has not come."""
     DOMAIN_PAUSED = "domain_paused"
     DOMAIN_INTERVAL = "domain_interval"
-    """Its domain started a fetch less than INGEST_DOMAIN_MIN_INTERVAL_SECONDS ago."""
+    """Its domain started a fetch less than its minimum interval ago
+    (INGEST_DOMAIN_MIN_INTERVAL_SECONDS, or its robots.txt's Crawl-delay when obeyed)."""
     DOMAIN_AT_LIMIT = "domain_at_limit"
     """Its domain runs INGEST_DOMAIN_MAX_IN_FLIGHT fetches already."""
 
