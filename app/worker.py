@@ -305,10 +305,11 @@ class Worker:
 
     async def _keep_crawl_delay(self, lease: Lease, delay: float | None) -> None:
         """Write the Crawl-delay just read where every claim sees it, and space the domain's
-        next start from this fetch's, which its claim did not know. A failure is logged: the
-        next read writes it again, and the fetch goes on."""
+        next start from this fetch's, which its claim did not know: from now, not from the
+        claim, since reading robots.txt took time. A failure is logged: the next read writes
+        it again, and the fetch goes on."""
         interval = scheduling.min_interval(delay, self.settings)
-        not_before = lease.claimed_at + timedelta(seconds=interval) if interval else None
+        not_before = self.clock() + timedelta(seconds=interval) if interval else None
         try:
             await self.queue.crawl_delay(lease.domain, delay, not_before)
         except Exception as exc:

@@ -1,7 +1,6 @@
 """robots.txt end to end: the app's worker against a real HTTP server on 127.0.0.1 that
 records every request, on both backends."""
 
-import itertools
 from collections.abc import Callable
 
 from app.settings import Settings
@@ -69,20 +68,21 @@ async def test_an_unreachable_robots_txt_retries_the_job_until_it_answers(make_s
 
 
 async def test_crawl_delay_spaces_the_fetches_of_a_domain(make_settings, web):
-    """robots.txt asks Crawl-delay: 1. Once a first job has read it, two jobs submitted at
-    once start their fetches at least (nearly) a second apart, and after the first's."""
-    robots(web, rules("User-agent: *\nCrawl-delay: 1\n"))
+    """robots.txt asks Crawl-delay: 2. Once a first job has read it, two jobs submitted at
+    once start their fetches seconds apart (without it: at once), both after the first's."""
+    robots(web, rules("User-agent: *\nCrawl-delay: 2\n"))
     async with running_app(make_settings(robots_txt="obey")) as (_, client):
         first = await submit(client, web.url("/first"))
         await wait_for_status(client, first["id"], "succeeded")
         jobs = [await submit(client, web.url(f"/next/{i}")) for i in range(2)]
         for job in jobs:
             await wait_for_status(client, job["id"], "succeeded")
-    starts = sorted(web.hits["/first"] + web.hits["/next/0"] + web.hits["/next/1"])
-    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
-    assert 3 == len(starts)
-    assert all(gap >= 0.8 for gap in gaps), gaps  # loose: the claim's clock is not the server's
-    assert 1 == web.count("/robots.txt")
+    [read_at], [first_at] = web.hits["/robots.txt"], web.hits["/first"]
+    later = sorted(web.hits["/next/0"] + web.hits["/next/1"])
+    assert read_at < first_at < later[0]
+    # Loose: the claims space their own times, which a busy box may read late (a claim's
+    # time is its pass's start) or follow late with the GET.
+    assert later[1] - later[0] >= 1.0, later
 
 
 async def test_ignore_never_asks_for_robots_txt(make_settings, web):
