@@ -3,6 +3,9 @@ records every request, on both backends."""
 
 from collections.abc import Callable
 
+from app.clock import utc_now
+from app.fetch.fetcher import Fetcher
+from app.fetch.robots import RobotsTxt
 from app.settings import Settings
 from tests.conftest import running_app, submit, wait_for_status
 from tests.webserver import Reply, ScriptedServer
@@ -93,3 +96,15 @@ async def test_ignore_never_asks_for_robots_txt(make_settings, web):
         for job in jobs:
             await wait_for_status(client, job["id"], "succeeded")
     assert (0, 3) == (web.count("/robots.txt"), sum(web.count(f"/page/{i}") for i in range(3)))
+
+
+async def test_robots_txt_is_read_through_the_ssrf_guard(web: ScriptedServer):
+    """With private networks not allowed, a robots.txt on 127.0.0.1 is never requested: it
+    goes through the fetcher's guard (which refuses the page's own fetch too)."""
+    settings = Settings(_env_file=None, robots_txt="obey", extract_processes=0)
+    fetcher = Fetcher(settings)
+    try:
+        check = await RobotsTxt(fetcher, settings, utc_now).check(web.url("/page"))
+    finally:
+        await fetcher.aclose()
+    assert (None, 0) == (check.refusal, web.count("/robots.txt"))
