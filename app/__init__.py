@@ -20,7 +20,8 @@ A job's life, and where each step lives:
 8. A job with a `callback_url` gets a signed POST (webhooks.py, store/deliveries.py).
 
 Values that cross modules are in model.py; SQLite and PostgreSQL differ only in
-store/dialect.py; runtime.py builds the running system for `ingest serve` and `ingest worker`.
+store/backends/ (one module per backend) and the shared SQL helpers of store/dialect.py;
+runtime.py builds the running system for `ingest serve` and `ingest worker`.
 """
 
 __version__ = "0.1.0"

@@ -14,7 +14,7 @@ Until then the job stays `running` under its lease, which the worker's heartbeat
 least once, never lost.
 
 A write that fails because the database cannot serve (it is away, full, out of connections:
-`app.store.dialect.database_unavailable`) keeps its outcomes and is tried again, fenced as
+`app.store.outages.database_unavailable`) keeps its outcomes and is tried again, fenced as
 ever, after a growing wait, for up to INGEST_LEASE_SECONDS; then the outcomes are given up
 (logged), and their jobs come back when their leases run out. Meanwhile `failing` is true,
 and the worker claims nothing: a job it fetched then could not be recorded either, and
@@ -37,7 +37,7 @@ from app import policy
 from app.loop import error_wait
 from app.model import Complete, Confirm, DomainPause, DomainSignal, Lease, Outcome
 from app.settings import Settings
-from app.store.dialect import database_unavailable
+from app.store.outages import database_unavailable
 from app.store.queue import Queue
 from app.store.record import Recorded
 from app.wording import counted, error_line

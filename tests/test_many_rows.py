@@ -12,8 +12,10 @@ import pytest
 import sqlalchemy as sa
 
 from app.model import NewJob
+from app.store.backends.postgres import NOTIFY_CHANNEL
+from app.store.backends.sqlite_many_rows import MAX_GIVEN_ROWS, _in_statements
 from app.store.database import Database
-from app.store.dialect import MAX_GIVEN_ROWS, NOTIFY_CHANNEL, _in_statements, all_rows
+from app.store.dialect import all_rows
 from app.store.jobs import JobStore
 from app.store.tables import domains, jobs, tenants
 

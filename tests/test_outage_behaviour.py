@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.api.problems import PROBLEM_JSON, RETRY_AFTER_SECONDS
-from app.store.dialect import backend_for
+from app.store.backends import backend_for
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.outages import outage
 from tests.webserver import Reply

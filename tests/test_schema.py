@@ -9,7 +9,7 @@ from alembic.migration import MigrationContext
 from sqlmodel import SQLModel
 
 from app.cli.run import openapi_yaml
-from app.store.dialect import backend_for
+from app.store.backends import backend_for
 
 ROOT = Path(__file__).parent.parent
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from app.store import dialect
+from app.store.backends import sqlite
 from app.store.database import Database
-from app.store.dialect import database_unavailable
+from app.store.outages import database_unavailable
 from app.store.tables import tenants
 
 
@@ -70,7 +70,7 @@ async def test_a_write_goes_in_soon_after_another_process_lets_go(sqlite_path):
 
 
 async def test_a_write_that_waits_too_long_fails_as_an_outage(sqlite_path, monkeypatch):
-    monkeypatch.setattr(dialect, "WRITER_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(sqlite, "WRITER_WAIT_SECONDS", 0.2)
     database = Database(f"sqlite:///{sqlite_path}")
     # Held until the write has given up, however long a busy machine takes to try it.
     release = threading.Event()

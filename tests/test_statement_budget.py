@@ -96,7 +96,7 @@ async def test_a_drained_backlog_stays_within_the_round_trip_budget(make_setting
 def round_trips(seen: dict[str, int], database_url: str) -> int:
     """Waits for the database to answer. PostgreSQL: every statement, BEGIN, COMMIT and
     ROLLBACK crosses the wire. SQLite: a write transaction runs whole in the writer thread
-    (one wait, `app.store.dialect`), and each read statement is a hop to aiosqlite's thread
+    (one wait, `app.store.backends.sqlite`), and each read statement is a hop to aiosqlite's thread
     (read transactions begin and end with no statement of their own)."""
     if database_url.startswith("sqlite"):
         return seen["commit"] + seen["statements"] - seen["write statements"]

@@ -8,7 +8,7 @@ characters, a number, a boolean or null (a container's `input` is left out), and
 whose values are cut the same way. Everything else comes through here.
 
 A database that cannot serve now (unreachable, restarting, full, read-only, out of
-connections: `app.store.dialect.database_unavailable`) makes any route answer 503 with a
+connections: `app.store.outages.database_unavailable`) makes any route answer 503 with a
 Retry-After, logged in one line: a client retries, an outage does not flood the log with
 tracebacks. Any other database error (a bad statement) stays a 500 with its traceback.
 """
@@ -27,7 +27,6 @@ from starlette.exceptions import HTTPException
 
 from app.api.schemas import Problem
 from app.api.submit_rate import SubmitRateExceeded
-from app.store.dialect import database_unavailable
 from app.store.jobs import (
     BadCursor,
     IdempotencyConflict,
@@ -35,6 +34,7 @@ from app.store.jobs import (
     QuotaExceeded,
     StateConflict,
 )
+from app.store.outages import database_unavailable
 from app.strings import shown
 from app.wording import error_line
 

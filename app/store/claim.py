@@ -40,9 +40,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.model import JobStatus, Lease, Previous
 from app.scheduling import Candidate, DomainState, choose, next_start
 from app.settings import Settings
+from app.store.backends import Backend
 from app.store.database import Database
 from app.store.dialect import (
-    Backend,
     all_rows,
     each_of,
     joins_lateral,

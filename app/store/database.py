@@ -1,7 +1,7 @@
 """A connection to the configured database: reads, write transactions, migrations, health.
 
 Reads are async (`read()`). A write is a function of a plain `Connection`, run in one
-transaction by `transact` the way the backend needs (`app.store.dialect`): so the store's
+transaction by `transact` the way the backend needs (`app.store.backends`): so the store's
 writes are written once, as plain SQLAlchemy Core, for both databases.
 """
 
@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.dialect import Backend, NewRows, backend_for
+from app.store.backends import Backend, backend_for
+from app.store.backends.writes import NewRows
 
 if TYPE_CHECKING:  # Alembic is imported where it migrates: a worker never does (~0.5 s).
     from alembic.config import Config

@@ -22,8 +22,8 @@ from sqlalchemy.exc import IntegrityError
 
 from app.model import FINISHED, CallbackContent, JobStatus, NewJob
 from app.scheduling import DomainState, waiting_for
+from app.store.backends.writes import NewRows
 from app.store.database import Database
-from app.store.dialect import NewRows
 from app.store.refreshes import REFRESHABLE, refreshed
 from app.store.tables import (
     DUE_SINCE,

@@ -49,8 +49,10 @@ from app.model import (
     PageMetadata,
     Reschedule,
 )
+from app.store.backends import Backend
+from app.store.backends.writes import Writes
 from app.store.deliveries import owe
-from app.store.dialect import Backend, Writes, all_rows, floor_minus, lock_rows
+from app.store.dialect import all_rows, floor_minus, lock_rows
 from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is
 from app.strings import storable_text
 

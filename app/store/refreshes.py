@@ -20,7 +20,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.model import JobStatus
-from app.store.dialect import Backend, lock_skipping
+from app.store.backends import Backend
+from app.store.dialect import lock_skipping
 from app.store.tables import jobs, status_is
 
 REFRESHABLE = (JobStatus.SUCCEEDED.value, JobStatus.DEAD.value)

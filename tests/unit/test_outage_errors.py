@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 import sqlalchemy as sa
 
-from app.store.dialect import database_unavailable
+from app.store.outages import database_unavailable
 
 
 def sqlite_error(statement: str, path: str = ":memory:") -> sqlite3.Error:

@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 from sqlmodel import SQLModel
 
 from app.store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
-from app.store.dialect import backend_for
+from app.store.backends import backend_for
 
 
 def _run(connection: Connection) -> None:

@@ -1,10 +1,11 @@
-"""app.store.dialect: what a PostgreSQL URL says of a transaction pooler (no database)."""
+"""app.store.backends.postgres: what a PostgreSQL URL says of a transaction pooler (no database)."""
 
 import logging
 
 import pytest
 
-from app.store.dialect import PostgresBackend, backend_for
+from app.store.backends import backend_for
+from app.store.backends.postgres import PostgresBackend
 
 
 def test_pooler_transaction_is_ingests_own_and_not_the_drivers():

@@ -1,0 +1,355 @@
+"""The PostgreSQL backend: concurrent writers, SKIP LOCKED, LISTEN/NOTIFY, PgBouncer.
+
+How it differs from SQLite (`app.store.backends.sqlite`), and why:
+
+- Writers run concurrently, each transaction through asyncpg holding its own row locks
+  (`app.store.dialect.lock_rows`, `lock_skipping`: concurrent claims take different rows
+  and never wait on each other's). A claim needs no look before it: one that finds nothing
+  is a read-only transaction.
+- Many rows' writes are one executemany, which asyncpg pipelines in one round trip.
+- Inserting rows unless their key exists looks for the row first: ON CONFLICT DO NOTHING
+  alone waits for a transaction that updated the existing row (`_pg_insert_missing_each`).
+- A submit's inserts and its wake-up are one statement (`insert_and_wake`: an INSERT per
+  table as a CTE, and `pg_notify`): a round trip each would wait for the interpreter lock
+  when the worker shares the process.
+- Wake-ups cross hosts: NOTIFY at commit, and a LISTEN connection kept open, reopened
+  when lost (`listen`).
+- Minutes between timestamps: subtracted into an interval.
+- Behind PgBouncer in transaction mode (`?pooler=transaction`): no statement stays
+  prepared on a server connection, and LISTEN needs a URL of the server itself.
+
+Why past 300 lines: the backend and its LISTEN keeper, which shares its connections'
+session ids (`_own_sessions`) and its URL.
+"""
+
+import asyncio
+import contextlib
+import functools
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import asyncpg
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from app.database_url import parsed
+from app.model import wake_payload, woken_for
+from app.store.backends.writes import NewRows, Writes
+
+log = logging.getLogger("ingest.store")
+
+T = TypeVar("T")
+
+NOTIFY_CHANNEL = "ingest_jobs"
+WAKE_PAYLOAD = "wake_payload"
+"""The bound parameter of a submit's NOTIFY payload."""
+CONNECT_TIMEOUT_SECONDS = 5.0
+
+LISTEN_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+LISTEN_PING_SECONDS = 30.0
+"""How often an idle LISTEN connection is checked."""
+
+POOLER_PARAMETER = "pooler"
+"""A query parameter of INGEST_DATABASE_URL of ingest's own (not passed to the driver)."""
+TRANSACTION_POOLER = "transaction"
+
+
+def _unique_statement_name() -> str:
+    return f"__asyncpg_{uuid.uuid4().hex}__"
+
+
+class PostgresBackend:
+    name = "postgresql"
+    look_before_claiming = False
+    """A claim that finds nothing is a read-only transaction (no lock, no WAL written), and
+    its first statement, the waiting tenants, is that look: a look before it would cost one
+    more round trip and a pool checkout per claim."""
+
+    def __init__(self, url: URL) -> None:
+        pooler = url.query.get(POOLER_PARAMETER)
+        if pooler not in (None, TRANSACTION_POOLER):
+            raise ValueError(
+                f"{POOLER_PARAMETER}={pooler} in the database URL: only "
+                f"{POOLER_PARAMETER}={TRANSACTION_POOLER} is known"
+            )
+        self.transaction_pooler = pooler == TRANSACTION_POOLER
+        """The URL names a pooler that hands each transaction any server connection
+        (PgBouncer's `pool_mode = transaction`): no statement may stay prepared on a
+        connection, and LISTEN needs a connection of its own (`listen`)."""
+        self.url = url.difference_update_query([POOLER_PARAMETER]).set(
+            drivername="postgresql+asyncpg"
+        )
+        self._own_sessions: set[int] = set()
+        """The server process ids of this process's connections: a NOTIFY one of them sent
+        is this process's own submit, whose worker it woke directly."""
+
+    def create_engine(self, pool_size: int) -> AsyncEngine:
+        # At most `pool_size` connections per process (INGEST_DATABASE_POOL_SIZE), and one
+        # more for LISTEN: claims and records are batched, so a worker needs few, and a stock
+        # PostgreSQL (max_connections=100) takes many processes. No pre-ping: a connection
+        # that died is invalidated on its first error, and the loop's retry uses a new one.
+        # A connect gives up after CONNECT_TIMEOUT_SECONDS (asyncpg's own is 60): a server
+        # that drops packets makes a request answer 503 in seconds, not hang for a minute.
+        url = self.url
+        connect_args: dict[str, Any] = {"timeout": CONNECT_TIMEOUT_SECONDS}
+        if self.transaction_pooler:
+            # Through a transaction pooler the next transaction may run on another server
+            # connection, where a statement this one prepared is missing, or one of the
+            # same name is there already ("prepared statement __asyncpg_stmt_1__ already
+            # exists"). So nothing is cached (SQLAlchemy's cache and asyncpg's) and each
+            # statement is prepared under a name of its own (SQLAlchemy's asyncpg notes).
+            url = url.update_query_dict({"prepared_statement_cache_size": "0"})
+            connect_args |= {
+                "statement_cache_size": 0,
+                "prepared_statement_name_func": _unique_statement_name,
+            }
+        engine = create_async_engine(
+            url, pool_size=pool_size, max_overflow=0, connect_args=connect_args
+        )
+        own = self._own_sessions
+        event.listen(
+            engine.sync_engine,
+            "connect",
+            lambda connection, _: own.add(connection.driver_connection.get_server_pid()),
+        )
+        event.listen(
+            engine.sync_engine,
+            "close",
+            lambda connection, _: own.discard(connection.driver_connection.get_server_pid()),
+        )
+        return engine
+
+    async def transact(self, engine: AsyncEngine, work: Callable[[sa.Connection], T]) -> T:
+        """Run `work` in one write transaction (through the async driver: PostgreSQL's
+        writers run concurrently, each holding its own row locks)."""
+        async with engine.begin() as conn:
+            return await conn.run_sync(work)
+
+    async def dispose(self) -> None:
+        pass
+
+    async def check_writes(self, engine: AsyncEngine) -> None:
+        """Nothing beyond the ping. A PostgreSQL server that cannot write is seen by its
+        clients as one that does not answer: with its WAL disk full it shuts down, and a
+        failover or restart refuses connections. A write per probe from every replica would
+        only add WAL and dead rows to a shared server; writes that fail all the same answer
+        503 where they happen."""
+
+    def updates(self, statement: sa.Update, rows: Sequence[dict[str, Any]]) -> Writes:
+        """`statement` once per row of parameters: one executemany."""
+        return _ExecuteMany(statement, rows)
+
+    def inserts(
+        self, table: sa.Table, rows: Sequence[dict[str, Any]], skip_existing: bool = False
+    ) -> Writes:
+        """Insert every row (skipping those whose key exists, with `skip_existing`: looked
+        for first, `_pg_insert_missing_each`)."""
+        if skip_existing and rows:
+            return _ExecuteMany(_pg_insert_missing_each(table, tuple(rows[0])), rows)
+        return _ExecuteMany(sa.insert(table), rows)
+
+    async def insert_and_wake(
+        self, engine: AsyncEngine, writes: Sequence[NewRows], priority: int | None = None
+    ) -> None:
+        """Insert every write's rows, all or nothing, and wake the workers that LISTEN,
+        telling them the highest `priority` submitted (the NOTIFY's payload).
+
+        One statement (an INSERT per table as a CTE, over the rows sent as arrays, one per
+        column, and NOTIFY as `pg_notify`) in a transaction of its own: one round trip, of
+        a statement prepared once whatever the number of rows. BEGIN, an INSERT per table,
+        NOTIFY and COMMIT took six, and with the worker in the same process each one waits
+        for the worker's thread to let go of the interpreter lock."""
+        writes = [write for write in writes if write.rows]
+        shape = tuple((w.table, tuple(w.rows[0]), w.skip_existing) for w in writes)
+        params: dict[str, Any] = {
+            _column_of(write.table, key): [row[key] for row in write.rows]
+            for write in writes
+            for key in write.rows[0]
+        }
+        params[WAKE_PAYLOAD] = wake_payload(priority)
+        if self.transaction_pooler:
+            # Outside a transaction the pooler may run the statement's prepare and its
+            # execution on two server connections: in one, three round trips.
+            async with engine.begin() as conn:
+                await conn.execute(_pg_insert_and_wake(shape), params)
+            return
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(_pg_insert_and_wake(shape), params)
+
+    def minutes_between(
+        self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[int]:
+        """Whole minutes from `start` to a later `end` (timestamps), floored."""
+        return sa.cast(sa.func.floor(sa.extract("epoch", end - start) / 60), sa.Integer)
+
+    def notify(self, conn: sa.Connection) -> None:
+        # Delivered at commit, so listeners never wake before the job is visible.
+        conn.execute(sa.text(f"NOTIFY {NOTIFY_CHANNEL}"))
+
+    @contextlib.asynccontextmanager
+    async def listen(
+        self, on_notify: Callable[[int | None], None], listen_url: str | None = None
+    ) -> AsyncIterator[None]:
+        """Call `on_notify` whenever any process submits a job, while the block runs, with
+        the highest priority submitted if the submit said it (`wake_payload`).
+
+        LISTEN holds its connection for good, which a transaction pooler cannot give: there
+        it needs `listen_url` (INGEST_LISTEN_DATABASE_URL, the server itself); without one
+        the workers only poll, and say so once.
+
+        The LISTEN connection is kept open: one that drops (the server restarted, the
+        backend was terminated, the network went away) is reopened after a wait growing
+        from 0.5 s to 5 s, logged once when lost and once when back. Meanwhile the worker
+        still polls; once back, `on_notify` is called, as a submit may have come between.
+        """
+        if listen_url is not None:
+            dsn = parsed(listen_url).set(drivername="postgresql")
+        elif self.transaction_pooler:
+            log.info(
+                "LISTEN off: the database URL names a transaction pooler and "
+                "INGEST_LISTEN_DATABASE_URL is not set; workers poll for new jobs"
+            )
+            yield
+            return
+        else:
+            dsn = self.url.set(drivername="postgresql")
+        stopping = asyncio.Event()
+        keeping = asyncio.create_task(
+            self._keep_listening(dsn.render_as_string(hide_password=False), on_notify, stopping),
+            name="listen",
+        )
+        try:
+            yield
+        finally:
+            # The flag, not only the cancel: asyncpg may turn a cancel that lands inside a
+            # query into an error of its own (InternalClientError), which the loop below
+            # takes for a lost connection; the flag still ends it.
+            stopping.set()
+            keeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeping
+
+    async def _keep_listening(
+        self, dsn: str, on_notify: Callable[[int | None], None], stopping: asyncio.Event
+    ) -> None:
+        failures = 0
+        while not stopping.is_set():
+            try:
+                connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+            except LISTEN_ERRORS as exc:
+                if failures == 0:
+                    log.warning("LISTEN %s unavailable (%s); reconnecting", NOTIFY_CHANNEL, exc)
+                failures += 1
+                await asyncio.sleep(listen_wait(failures))
+                continue
+            try:
+                lost = await self._listen_on(connection, on_notify, back=failures > 0)
+            finally:
+                connection.terminate()
+            if stopping.is_set():
+                return
+            failures = 1
+            log.warning("LISTEN connection lost: %s; reconnecting", lost)
+            await asyncio.sleep(listen_wait(failures))
+
+    async def _listen_on(
+        self, connection: asyncpg.Connection, on_notify: Callable[[int | None], None], back: bool
+    ) -> str:
+        """LISTEN on `connection` until it is lost; why it was."""
+        closed = asyncio.Event()
+        connection.add_termination_listener(lambda _: closed.set())
+        try:
+            own = self._own_sessions
+
+            def notified(_: object, sender: int, channel: str, payload: str) -> None:
+                # This process's own submits woke its worker already, before their commit
+                # reached the server: a second pass would only claim nothing.
+                if sender not in own:
+                    on_notify(woken_for(payload))
+
+            await connection.add_listener(NOTIFY_CHANNEL, notified)
+            if back:
+                log.info("LISTEN connection back")
+                on_notify(None)
+            while not closed.is_set():
+                try:
+                    await asyncio.wait_for(closed.wait(), LISTEN_PING_SECONDS)
+                except TimeoutError:
+                    # A connection that died without a word (a network partition) shows
+                    # only when used.
+                    await connection.execute("SELECT 1", timeout=CONNECT_TIMEOUT_SECONDS)
+        except Exception as exc:  # whatever broke the LISTEN connection, it is reopened
+            return str(exc) or type(exc).__name__
+        return "the server closed the connection"
+
+
+@dataclass(frozen=True)
+class _ExecuteMany:
+    """PostgreSQL's: one executemany, which asyncpg sends in one round trip."""
+
+    statement: sa.Update | sa.Insert
+    rows: Sequence[dict[str, Any]]
+
+    def run(self, conn: sa.Connection) -> None:
+        if self.rows:
+            conn.execute(self.statement, self.rows)
+
+
+@functools.lru_cache(maxsize=16)
+def _pg_insert_missing_each(table: sa.Table, keys: tuple[str, ...]) -> sa.Insert:
+    """PostgreSQL's insert of a row (bound parameters `keys`) unless its key exists, which
+    looks for the row first: ON CONFLICT alone waits for any transaction that updated the
+    existing row to end (every claim and record updates its domain's and tenant's rows, so
+    a submit would queue behind the worker's transactions), while the look reads the
+    committed row without waiting. ON CONFLICT still settles two first inserts at once."""
+    params = {key: sa.bindparam(key, type_=table.c[key].type) for key in keys}
+    row = sa.select(*params.values()).where(_missing_from(table, params))
+    return pg_insert(table).from_select(list(keys), row).on_conflict_do_nothing()
+
+
+def _missing_from(
+    table: sa.Table, row: Mapping[str, sa.ColumnElement[Any]]
+) -> sa.ColumnElement[bool]:
+    """No row of `table` has the primary key of `row` (its values by column name)."""
+    return ~sa.exists().where(*(pk == row[pk.name] for pk in table.primary_key))
+
+
+def _column_of(table: sa.Table, key: str) -> str:
+    return f"{table.name}_{key}"
+
+
+@functools.lru_cache(maxsize=16)
+def _pg_insert_and_wake(
+    shape: tuple[tuple[sa.Table, tuple[str, ...], bool], ...],
+) -> sa.Select[Any]:
+    """`PostgresBackend.insert_and_wake`'s statement for writes of this shape (table,
+    columns, skip existing): each column's values bound as one array."""
+    inserts = []
+    for table, keys, skip_existing in shape:
+        arrays = []
+        for key in keys:
+            array = ARRAY(table.c[key].type)
+            arrays.append(sa.cast(sa.bindparam(_column_of(table, key), type_=array), array))
+        given = sa.func.unnest(*arrays).table_valued(*keys).render_derived(f"given_{table.name}")
+        rows = sa.select(*(given.c[key] for key in keys))
+        if skip_existing:  # Looked for first: see `_pg_insert_missing_each`.
+            rows = rows.where(_missing_from(table, {key: given.c[key] for key in keys}))
+        insert = pg_insert(table).from_select(list(keys), rows)
+        if skip_existing:
+            insert = insert.on_conflict_do_nothing()
+        inserts.append(insert.cte(f"new_{table.name}"))
+    payload = sa.bindparam(WAKE_PAYLOAD, type_=sa.String)
+    return sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)).add_cte(*inserts)
+
+
+def listen_wait(failures: int) -> float:
+    """Seconds before reopening LISTEN after `failures` failures in a row: 0.5, 1, 2, 4, 5."""
+    return min(0.5 * 2.0 ** min(failures - 1, 10), 5.0)

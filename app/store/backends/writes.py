@@ -1,0 +1,25 @@
+"""Many rows' writes as the store hands them to a backend (`NewRows`) and gets them back
+prepared to run (`Writes`): the values both backends take and give, apart from either."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+
+@dataclass(frozen=True)
+class NewRows:
+    """Rows to insert into `table` (`Backend.insert_and_wake`), each a dict of the same
+    columns; with `skip_existing`, a row whose key exists is skipped."""
+
+    table: sa.Table
+    rows: Sequence[dict[str, Any]]
+    skip_existing: bool = False
+
+
+class Writes(Protocol):
+    """Statements of many rows, compiled and bound (`Backend.updates`, `Backend.inserts`),
+    to run in a write transaction."""
+
+    def run(self, conn: sa.Connection) -> None: ...
