@@ -34,10 +34,9 @@ from datetime import datetime, timedelta
 
 from app import observability as events
 from app import policy
-from app.loop import error_wait
 from app.model import Complete, Confirm, DomainPause, DomainSignal, Lease, Outcome
 from app.settings import Settings
-from app.store.outages import database_unavailable
+from app.store.outages import database_unavailable, error_wait
 from app.store.queue import Queue
 from app.store.record import Recorded
 from app.wording import counted, error_line

@@ -3,8 +3,8 @@
 The job worker and the webhook sender are each a `tick()` (one pass: claim what is due and
 start it) run by a `Loop`. A tick answers how long the loop may wait before the next one;
 a wake-up (new work, a freed slot) cuts the wait short. A tick that raises (the database is
-away) is retried after a wait that grows with the failed ticks in a row, capped at
-`MAX_ERROR_WAIT`, which no wake-up cuts short; each retry is one log line, and a traceback
+away) is retried after a wait that grows with the failed ticks in a row (`error_wait`, from
+0.5 s to 5 s), which no wake-up cuts short; each retry is one log line, and a traceback
 is logged once per distinct error until a tick succeeds again. A tick held back by what it
 depends on (`Held`) is neither: the loop waits, and says it recovered only once a tick
 has done its work again.
@@ -21,11 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from app import observability as events
+from app.store.outages import error_wait
 from app.wording import counted, error_line
-
-MAX_ERROR_WAIT = 5.0
-"""The longest wait after failed ticks: a loop picks up within seconds once the database
-is back."""
 
 
 class Wakeup:
@@ -57,11 +54,6 @@ class Held:
     line, and failed ticks before it still count)."""
 
     seconds: float
-
-
-def error_wait(failed_ticks: int) -> float:
-    """Seconds to wait after `failed_ticks` failed ticks in a row: 0.5, 1, 2, 4, 5, 5, ..."""
-    return min(0.5 * 2.0 ** min(failed_ticks - 1, 10), MAX_ERROR_WAIT)
 
 
 class Loop:

@@ -31,9 +31,9 @@ import time
 from dataclasses import dataclass
 
 from app.keys import Keys
-from app.loop import error_wait
 from app.model import wake_payload
 from app.settings import Settings
+from app.store.outages import error_wait
 
 log = logging.getLogger("ingest.runtime")
 

@@ -5,14 +5,7 @@ import logging
 
 import pytest
 
-from app.loop import MAX_ERROR_WAIT, Held, Loop, error_wait
-
-
-def test_error_wait_grows_then_caps():
-    """0.5 s after the first failed tick, doubling, never above MAX_ERROR_WAIT."""
-    waits = [error_wait(n) for n in range(1, 10)]
-    assert [0.5, 1.0, 2.0, 4.0] == waits[:4]
-    assert all(wait == MAX_ERROR_WAIT for wait in waits[4:])
+from app.loop import Held, Loop
 
 
 class Ticks:

@@ -1,15 +1,27 @@
-"""Outages: which errors mean the database cannot serve now.
+"""Outages: which errors mean the database cannot serve now, and how long to wait one out.
 
 A database that is away (unreachable, restarting, full, read-only, out of connections)
 makes a request answer 503 with Retry-After (`app.api.problems`) and a loop try again after
-a wait; an error of the statement itself is a bug, and is not taken for one. Each backend
-says an outage its own way: SQLite by result code, PostgreSQL by SQLSTATE class.
+`error_wait` (`app.loop`, the completer's writes, the LISTEN connection); an error of the
+statement itself is a bug, and is not taken for one. Each backend says an outage its own
+way: SQLite by result code, PostgreSQL by SQLSTATE class.
 """
 
 import sqlite3
 
 import asyncpg
 import sqlalchemy as sa
+
+MAX_ERROR_WAIT = 5.0
+"""The longest wait after failures in a row: a loop picks up within seconds once the
+database is back."""
+
+
+def error_wait(failures: int) -> float:
+    """Seconds to wait after `failures` failures in a row (failed ticks of a loop, failed
+    writes, a LISTEN connection lost, a worker process crashed): 0.5, 1, 2, 4, 5, 5, ..."""
+    return min(0.5 * 2.0 ** min(failures - 1, 10), MAX_ERROR_WAIT)
+
 
 SQLITE_UNAVAILABLE = frozenset(
     {

@@ -1,4 +1,5 @@
-"""Which database errors are an outage (answered 503, retried) and which are bugs."""
+"""Which database errors are an outage (answered 503, retried) and which are bugs; how long
+an outage is waited out."""
 
 import sqlite3
 
@@ -6,7 +7,7 @@ import asyncpg
 import pytest
 import sqlalchemy as sa
 
-from app.store.outages import database_unavailable
+from app.store.outages import MAX_ERROR_WAIT, database_unavailable, error_wait
 
 
 def sqlite_error(statement: str, path: str = ":memory:") -> sqlite3.Error:
@@ -59,3 +60,10 @@ def test_sqlite_full_or_read_only_is_unavailable(tmp_path):
 def test_bugs_are_not_unavailable(error):
     assert not database_unavailable(error)
     assert not database_unavailable(wrapped(error))
+
+
+def test_error_wait_grows_then_caps():
+    """0.5 s after the first failure, doubling, never above MAX_ERROR_WAIT."""
+    waits = [error_wait(n) for n in range(1, 10)]
+    assert [0.5, 1.0, 2.0, 4.0] == waits[:4]
+    assert all(wait == MAX_ERROR_WAIT for wait in waits[4:])

@@ -42,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from app.database_url import parsed
 from app.model import wake_payload, woken_for
 from app.store.backends.writes import NewRows, Writes
+from app.store.outages import error_wait
 
 log = logging.getLogger("ingest.store")
 
@@ -248,7 +249,7 @@ class PostgresBackend:
                 if failures == 0:
                     log.warning("LISTEN %s unavailable (%s); reconnecting", NOTIFY_CHANNEL, exc)
                 failures += 1
-                await asyncio.sleep(listen_wait(failures))
+                await asyncio.sleep(error_wait(failures))
                 continue
             try:
                 lost = await self._listen_on(connection, on_notify, back=failures > 0)
@@ -258,7 +259,7 @@ class PostgresBackend:
                 return
             failures = 1
             log.warning("LISTEN connection lost: %s; reconnecting", lost)
-            await asyncio.sleep(listen_wait(failures))
+            await asyncio.sleep(error_wait(failures))
 
     async def _listen_on(
         self, connection: asyncpg.Connection, on_notify: Callable[[int | None], None], back: bool
@@ -348,8 +349,3 @@ def _pg_insert_and_wake(
         inserts.append(insert.cte(f"new_{table.name}"))
     payload = sa.bindparam(WAKE_PAYLOAD, type_=sa.String)
     return sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)).add_cte(*inserts)
-
-
-def listen_wait(failures: int) -> float:
-    """Seconds before reopening LISTEN after `failures` failures in a row: 0.5, 1, 2, 4, 5."""
-    return min(0.5 * 2.0 ** min(failures - 1, 10), 5.0)
