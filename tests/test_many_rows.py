@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.model import NewJob
-from app.store.backends.postgres import NOTIFY_CHANNEL
+from app.store.backends.postgres_listen import NOTIFY_CHANNEL
 from app.store.backends.sqlite_many_rows import MAX_GIVEN_ROWS, _in_statements
 from app.store.database import Database
 from app.store.dialect import all_rows

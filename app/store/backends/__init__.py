@@ -7,7 +7,8 @@ differently sits behind `Backend`, one driver per database, with the same method
   many rows in one statement (`sqlite_many_rows.py`); wake-ups by Unix socket
   (`sqlite_wake_sockets.py`);
 - `postgres.py`: concurrent writers through asyncpg; a submit's inserts and NOTIFY in one
-  statement; the LISTEN connection kept open; PgBouncer's transaction mode.
+  statement; PgBouncer's transaction mode; the LISTEN connection kept open
+  (`postgres_listen.py`).
 
 Each says at its top what differs from the other, and why. What both of their statements
 share (row locks, materialized CTEs, partial indexes...) is `app.store.dialect`; which

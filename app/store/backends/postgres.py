@@ -13,16 +13,12 @@ How it differs from SQLite (`app.store.backends.sqlite`), and why:
   table as a CTE, and `pg_notify`): a round trip each would wait for the interpreter lock
   when the worker shares the process.
 - Wake-ups cross hosts: NOTIFY at commit, and a LISTEN connection kept open, reopened
-  when lost (`listen`).
+  when lost (`listen`, `app.store.backends.postgres_listen`).
 - Minutes between timestamps: subtracted into an interval.
 - Behind PgBouncer in transaction mode (`?pooler=transaction`): no statement stays
   prepared on a server connection, and LISTEN needs a URL of the server itself.
-
-Why past 300 lines: the backend and its LISTEN keeper, which shares its connections'
-session ids (`_own_sessions`) and its URL.
 """
 
-import asyncio
 import contextlib
 import functools
 import logging
@@ -31,7 +27,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import asyncpg
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -40,22 +35,16 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.database_url import parsed
-from app.model import wake_payload, woken_for
+from app.model import wake_payload
+from app.store.backends.postgres_listen import CONNECT_TIMEOUT_SECONDS, NOTIFY_CHANNEL, listening
 from app.store.backends.writes import NewRows, Writes
-from app.store.outages import error_wait
 
 log = logging.getLogger("ingest.store")
 
 T = TypeVar("T")
 
-NOTIFY_CHANNEL = "ingest_jobs"
 WAKE_PAYLOAD = "wake_payload"
 """The bound parameter of a submit's NOTIFY payload."""
-CONNECT_TIMEOUT_SECONDS = 5.0
-
-LISTEN_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
-LISTEN_PING_SECONDS = 30.0
-"""How often an idle LISTEN connection is checked."""
 
 POOLER_PARAMETER = "pooler"
 """A query parameter of INGEST_DATABASE_URL of ingest's own (not passed to the driver)."""
@@ -222,74 +211,10 @@ class PostgresBackend:
             return
         else:
             dsn = self.url.set(drivername="postgresql")
-        stopping = asyncio.Event()
-        keeping = asyncio.create_task(
-            self._keep_listening(dsn.render_as_string(hide_password=False), on_notify, stopping),
-            name="listen",
-        )
-        try:
+        async with listening(
+            dsn.render_as_string(hide_password=False), on_notify, self._own_sessions
+        ):
             yield
-        finally:
-            # The flag, not only the cancel: asyncpg may turn a cancel that lands inside a
-            # query into an error of its own (InternalClientError), which the loop below
-            # takes for a lost connection; the flag still ends it.
-            stopping.set()
-            keeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeping
-
-    async def _keep_listening(
-        self, dsn: str, on_notify: Callable[[int | None], None], stopping: asyncio.Event
-    ) -> None:
-        failures = 0
-        while not stopping.is_set():
-            try:
-                connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
-            except LISTEN_ERRORS as exc:
-                if failures == 0:
-                    log.warning("LISTEN %s unavailable (%s); reconnecting", NOTIFY_CHANNEL, exc)
-                failures += 1
-                await asyncio.sleep(error_wait(failures))
-                continue
-            try:
-                lost = await self._listen_on(connection, on_notify, back=failures > 0)
-            finally:
-                connection.terminate()
-            if stopping.is_set():
-                return
-            failures = 1
-            log.warning("LISTEN connection lost: %s; reconnecting", lost)
-            await asyncio.sleep(error_wait(failures))
-
-    async def _listen_on(
-        self, connection: asyncpg.Connection, on_notify: Callable[[int | None], None], back: bool
-    ) -> str:
-        """LISTEN on `connection` until it is lost; why it was."""
-        closed = asyncio.Event()
-        connection.add_termination_listener(lambda _: closed.set())
-        try:
-            own = self._own_sessions
-
-            def notified(_: object, sender: int, channel: str, payload: str) -> None:
-                # This process's own submits woke its worker already, before their commit
-                # reached the server: a second pass would only claim nothing.
-                if sender not in own:
-                    on_notify(woken_for(payload))
-
-            await connection.add_listener(NOTIFY_CHANNEL, notified)
-            if back:
-                log.info("LISTEN connection back")
-                on_notify(None)
-            while not closed.is_set():
-                try:
-                    await asyncio.wait_for(closed.wait(), LISTEN_PING_SECONDS)
-                except TimeoutError:
-                    # A connection that died without a word (a network partition) shows
-                    # only when used.
-                    await connection.execute("SELECT 1", timeout=CONNECT_TIMEOUT_SECONDS)
-        except Exception as exc:  # whatever broke the LISTEN connection, it is reopened
-            return str(exc) or type(exc).__name__
-        return "the server closed the connection"
 
 
 @dataclass(frozen=True)
