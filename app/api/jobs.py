@@ -15,7 +15,7 @@ from pydantic import AwareDatetime
 
 from app import observability as events
 from app.api.auth import Caller, CallerDep
-from app.api.deps import DestinationsDep, JobsDep, SettingsDep, SubmitRateDep
+from app.api.deps import JobsDep, SubmittingDep
 from app.api.problems import over_quota, responses
 from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Refreshed, Requeued
 from app.fetch.guard import BlockedDestination, Destinations
@@ -159,21 +159,18 @@ def _statuses(raw: str | None) -> list[JobStatus]:
 async def submit_job(
     body: JobIn,
     response: Response,
-    jobs: JobsDep,
-    settings: SettingsDep,
-    destinations: DestinationsDep,
+    submitting: SubmittingDep,
     caller: CallerDep,
-    rate: SubmitRateDep,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     """Queue a URL to fetch."""
-    urls = _checked(_urls_of(body, ("body",)), destinations)
-    new = _new_job(body, urls[("body", "url")], caller, settings, idempotency_key)
-    rate.admit(caller.key, 1)
+    urls = _checked(_urls_of(body, ("body",)), submitting.destinations)
+    new = _new_job(body, urls[("body", "url")], caller, submitting.settings, idempotency_key)
+    submitting.rate.admit(caller.key, 1)
     if idempotency_key is None:
-        job, created = (await jobs.submit([new]))[0], True
+        job, created = (await submitting.jobs.submit([new]))[0], True
     else:
-        job, created = await jobs.submit_once(new)
+        job, created = await submitting.jobs.submit_once(new)
     response.headers["Location"] = f"/jobs/{job.id}"
     if created:
         events.jobs_submitted(1)
@@ -190,11 +187,8 @@ async def submit_job(
 )
 async def submit_batch(
     body: BatchIn,
-    jobs: JobsDep,
-    settings: SettingsDep,
-    destinations: DestinationsDep,
+    submitting: SubmittingDep,
     caller: CallerDep,
-    rate: SubmitRateDep,
 ) -> JobList:
     """Queue 1 to 1,000 URLs at once, all or nothing."""
     urls = _checked(
@@ -203,14 +197,14 @@ async def submit_batch(
             for i, job in enumerate(body.jobs)
             for loc, url in _urls_of(job, ("body", "jobs", i)).items()
         },
-        destinations,
+        submitting.destinations,
     )
     new = [
-        _new_job(item, urls[("body", "jobs", i, "url")], caller, settings)
+        _new_job(item, urls[("body", "jobs", i, "url")], caller, submitting.settings)
         for i, item in enumerate(body.jobs)
     ]
-    rate.admit(caller.key, len(new))
-    created = await jobs.submit(new)
+    submitting.rate.admit(caller.key, len(new))
+    created = await submitting.jobs.submit(new)
     events.jobs_submitted(len(created))
     return JobList(items=[shown(job, caller) for job in created])
 
