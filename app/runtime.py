@@ -25,7 +25,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from app import observability
+from app import event_loops, observability
 from app.clock import Clock, utc_now
 from app.fetch.fetcher import Fetcher
 from app.fetch.guard import Destinations, Resolver, system_resolver
@@ -56,7 +56,7 @@ class Background:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = event_loops.new_event_loop()
         # A daemon: a process that exits without `close` (a crash) is not held open by it.
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="ingest-worker", daemon=True

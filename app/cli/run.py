@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from app import event_loops
 from app.cli.runner import fail, load_settings, one_line, require_schema, run_on_database
 from app.keys import Keys
 from app.metrics import Metrics
@@ -199,7 +200,7 @@ def run_worker(metrics_port: int | None, child: bool = False) -> None:
             server.port,
         )
     try:
-        asyncio.run(_work(settings, metrics, child))
+        event_loops.run(_work(settings, metrics, child))
     finally:
         if server is not None:
             server.close()

@@ -9,7 +9,7 @@ LAYERS = [
     ("app", "app.model", "app.settings", "app.keys", "app.clock", "app.strings", "app.wording"),
     ("app.policy", "app.scheduling", "app.robots", "app.content", "app.fetch"),
     ("app.store",),
-    ("app.wire", "app.metrics", "app.observability", "app.loop"),
+    ("app.wire", "app.metrics", "app.observability", "app.loop", "app.event_loops"),
     ("app.worker", "app.completer", "app.webhooks", "app.worker_process"),
     ("app.runtime",),
     ("app.api", "app.cli", "app.__main__"),
