@@ -1,9 +1,20 @@
 """The claim's picking rule: a pure function, no I/O, time as an argument.
 
 `choose` takes which of the claim's candidate jobs to claim, honouring priority, fair share
-across tenants, and each domain's politeness limits. The store's claim (`app.store.claim`)
-finds the candidates and locks the domains; this module decides among them. `waiting_for`
-says which of the same rules holds a pending job back, for operators.
+across tenants (weighted), each tenant's in-flight quota and each domain's politeness
+limits; `passes_after` says where the tenants it served stand after. The store's claim
+(`app.store.claim`) finds the candidates and locks the domains' and tenants' rows; this
+module decides among them. `waiting_for` says which of the same rules holds a pending job
+back, for operators.
+
+Fair share is stride scheduling: each tenant has a pass, the virtual time at which its next
+job starts; among candidates of the same priority the tenant with the lowest pass goes
+next, and each job it is served advances its pass by its stride, `PASS_UNIT / weight`. Two
+backlogged tenants of weights 3 and 1 are so served 3 jobs to 1. A tenant's pass is never
+taken below the claim's floor, the highest pass any tenant was last served at (`last_pass`,
+the system's virtual time now): a tenant back from idle (or from waiting on a paused
+domain) starts level with the busiest, so it cannot bank credit and then shut the others
+out, and ties go to the tenant served least recently, so it goes first.
 """
 
 import heapq
@@ -27,6 +38,40 @@ class Candidate:
     created_at: datetime
     due_since: datetime | None = None
     """When it became claimable (for the queue-lag metric); not used to choose."""
+
+
+PASS_UNIT = 720_720
+"""A weight-1 tenant's stride: the least common multiple of 1 to 16, so the strides of those
+weights are exact; a larger weight's is rounded, off by less than 0.01 %."""
+
+
+def stride(weight: int) -> int:
+    """How far one job served advances the pass of a tenant of `weight`."""
+    return round(PASS_UNIT / weight)
+
+
+@dataclass(frozen=True)
+class TenantState:
+    """What the claim reads of a tenant with candidates (its row, locked)."""
+
+    next_pass: int = 0
+    """The virtual time at which its next job starts."""
+    last_served_at: datetime | None = None
+    """Breaks ties of pass: the tenant served least recently goes first."""
+    in_flight: int = 0
+    """Its running jobs, for INGEST_TENANT_MAX_IN_FLIGHT."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """Where a tenant served by a claim stands after it (`passes_after`)."""
+
+    jobs: int
+    first_pass: int
+    """The pass its first job of the claim started at: its own, lifted to the floor."""
+    last_pass: int
+    """The pass its last job of the claim started at."""
+    next_pass: int
 
 
 @dataclass(frozen=True)
@@ -56,24 +101,30 @@ def min_interval(crawl_delay: float | None, settings: Settings) -> float:
 
 def choose(
     candidates: Sequence[Candidate],
-    tenants_last_served: dict[str, datetime | None],
+    tenants: dict[str, TenantState],
     domains: dict[str, DomainState],
     limit: int,
     now: datetime,
     settings: Settings,
+    floor: int = 0,
 ) -> list[Candidate]:
     """Pick up to `limit` candidates in claim order.
 
-    Order: higher priority first; then the tenant served least recently (a tenant served in
-    this very claim goes to the back, so tenants take turns); then the oldest job. A job is
-    skipped while its domain is paused, has `domain_max_in_flight` fetches running, or
-    started a fetch less than its `min_interval` ago (so at most one start per domain per
-    claim when an interval is set).
+    Order: higher priority first; then the tenant of the lowest pass, never below `floor`
+    (each pick advances it by the tenant's stride, so tenants take turns in proportion to
+    their weights); on a tie, the tenant served least recently (one served in this very
+    claim goes to the back); then the oldest job. A job is skipped while its tenant has
+    `tenant_max_in_flight` jobs running (0: no limit), or its domain is paused, has
+    `domain_max_in_flight` fetches running, or started a fetch less than its
+    minimum interval ago (`min_interval`: so at most one start per domain per claim when
+    there is one).
     """
+    passes = {tenant: _start(state, floor) for tenant, state in tenants.items()}
     served: dict[str, tuple[int, datetime]] = {
-        tenant: (0, last or datetime.min.replace(tzinfo=now.tzinfo))
-        for tenant, last in tenants_last_served.items()
+        tenant: (0, state.last_served_at or datetime.min.replace(tzinfo=now.tzinfo))
+        for tenant, state in tenants.items()
     }
+    running = {tenant: state.in_flight for tenant, state in tenants.items()}
     # Each tenant's candidates in claim order; a heap of the tenants by their next one. A
     # candidate whose domain cannot start stays unable to for the rest of the claim (picks
     # only fill domains), so it is dropped: n log n, not a scan of all per pick.
@@ -83,17 +134,21 @@ def choose(
 
     def next_of(tenant: str) -> tuple[tuple[object, ...], str]:
         head = queues[tenant][0]
-        default = (0, now)
-        return (-head.priority, served.get(tenant, default), head.created_at, head.id), tenant
+        last = served.get(tenant, (0, now))
+        key = (-head.priority, passes.get(tenant, floor), last, head.created_at, head.id)
+        return key, tenant
 
     heap = [next_of(tenant) for tenant in queues]
     heapq.heapify(heap)
     state = dict(domains)
     chosen: list[Candidate] = []
     turn = 0
+    tenant_limit = settings.tenant_max_in_flight
     while heap and len(chosen) < limit:
         _, tenant = heapq.heappop(heap)
         queue = queues[tenant]
+        if tenant_limit and running.get(tenant, 0) >= tenant_limit:
+            continue  # its other candidates cannot start in this claim either
         if not _may_start(state.get(queue[0].domain), now, settings):
             queue.popleft()
             if queue:
@@ -103,6 +158,8 @@ def choose(
         chosen.append(pick)
         turn += 1
         served[tenant] = (turn, now)
+        running[tenant] = running.get(tenant, 0) + 1
+        passes[tenant] = passes.get(tenant, floor) + stride(settings.tenant_weight(tenant))
         domain = state.get(pick.domain, DomainState(0))
         state[pick.domain] = replace(
             domain, in_flight=domain.in_flight + 1, next_start_at=next_start(domain, now, settings)
@@ -117,6 +174,30 @@ def next_start(domain: DomainState | None, now: datetime, settings: Settings) ->
     minimum interval)."""
     interval = min_interval(domain.crawl_delay if domain else None, settings)
     return now + timedelta(seconds=interval) if interval else None
+
+
+def passes_after(
+    chosen: Sequence[Candidate],
+    tenants: dict[str, TenantState],
+    settings: Settings,
+    floor: int = 0,
+) -> dict[str, Served]:
+    """Where each tenant `choose` served stands after its claim: how many jobs, and its
+    passes (the same `tenants` and `floor` as given to `choose`)."""
+    counts: dict[str, int] = defaultdict(int)
+    for candidate in chosen:
+        counts[candidate.tenant] += 1
+    served = {}
+    for tenant, n in counts.items():
+        step = stride(settings.tenant_weight(tenant))
+        start = _start(tenants.get(tenant, TenantState()), floor)
+        served[tenant] = Served(n, start, start + (n - 1) * step, start + n * step)
+    return served
+
+
+def _start(tenant: TenantState, floor: int) -> int:
+    """A tenant's pass as a claim reads it: never below the floor (no banked credit)."""
+    return max(tenant.next_pass, floor)
 
 
 def _may_start(domain: DomainState | None, now: datetime, settings: Settings) -> bool:

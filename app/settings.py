@@ -135,6 +135,35 @@ def parse_api_keys(value: str) -> dict[str, str]:
     return keys
 
 
+MAX_TENANT_WEIGHT = 100
+"""The largest weight a tenant may have: past it, one tenant's share would round the
+others' away within a claim of 32."""
+
+
+def parse_tenant_weights(value: str) -> dict[str, int]:
+    """Parse `"acme:3,globex:1"` into {tenant: weight}, each weight a whole number from 1 to
+    MAX_TENANT_WEIGHT."""
+    weights: dict[str, int] = {}
+    for entry in value.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        tenant, sep, weight = entry.rpartition(":")
+        tenant = tenant.strip()
+        if not sep or not tenant:
+            raise ValueError(f"{entry!r} is not tenant:weight")
+        if tenant in weights:
+            raise ValueError(f"tenant {tenant!r} is given two weights")
+        try:
+            number = int(weight.strip())
+        except ValueError:
+            number = 0
+        if not 1 <= number <= MAX_TENANT_WEIGHT:
+            raise ValueError(f"{entry!r}: a weight is a whole number from 1 to {MAX_TENANT_WEIGHT}")
+        weights[tenant] = number
+    return weights
+
+
 def _split_names(value: object) -> object:
     if isinstance(value, str):
         return tuple(name.strip() for name in value.split(",") if name.strip())
@@ -492,6 +521,18 @@ class Settings(BaseSettings):
         description="Jobs an API key may submit at once before INGEST_KEY_SUBMITS_PER_SECOND "
         "holds it back (the bucket's size). 0: one second's worth.",
     )
+    tenant_max_in_flight: int = Field(
+        0,
+        ge=0,
+        description="Running jobs a tenant may have across all workers: the claim leases it "
+        "no more. 0: no limit.",
+    )
+    tenant_weights: Annotated[dict[str, int], NoDecode] = Field(
+        {},
+        description="Tenants' shares of the fetches as tenant:weight,... (whole numbers from "
+        f"1 to {MAX_TENANT_WEIGHT}); a tenant not named weighs 1. acme:3 gets three jobs "
+        "for each one of a tenant of weight 1 while both have jobs waiting.",
+    )
     api_keys: Annotated[dict[str, str], NoDecode] = Field(
         {},
         description=(
@@ -603,6 +644,26 @@ class Settings(BaseSettings):
     @classmethod
     def _keys(cls, value: object) -> object:
         return parse_api_keys(value) if isinstance(value, str) else value
+
+    @field_validator("tenant_weights", mode="before")
+    @classmethod
+    def _weights(cls, value: object) -> object:
+        return parse_tenant_weights(value) if isinstance(value, str) else value
+
+    @field_validator("tenant_weights")
+    @classmethod
+    def _weights_in_range(cls, value: dict[str, int]) -> dict[str, int]:
+        # Given as a mapping (a test, `from_values`), not through the parse above.
+        for tenant, weight in value.items():
+            if not tenant or not 1 <= weight <= MAX_TENANT_WEIGHT:
+                raise ValueError(
+                    f"{tenant}:{weight}: a weight is a whole number from 1 to {MAX_TENANT_WEIGHT}"
+                )
+        return value
+
+    def tenant_weight(self, tenant: str) -> int:
+        """`tenant`'s weight (INGEST_TENANT_WEIGHTS; 1 for a tenant not named)."""
+        return self.tenant_weights.get(tenant, 1)
 
     @field_validator("transient_status_codes", mode="before")
     @classmethod

@@ -2,6 +2,7 @@
 
     python -m bench.fair_claim --backend both --pending 100000 --tenants 100 --domains 1000
     python -m bench.fair_claim --scheduled 0,100000    # beside 100,000 scheduled refreshes
+    python -m bench.fair_claim --weighted              # tenants of weights 1 to 5
 
 For each backend: a fresh database with `--pending` pending jobs spread round-robin over
 `--tenants` tenants and `--domains` domains (submitted through JobStore.submit, 1,000 a
@@ -9,6 +10,9 @@ batch), then ANALYZE. Then `--repeats` claims of 32 (`Queue.claim`, default doma
 8 in flight per domain), each followed, untimed, by recording the 32 jobs as succeeded so
 the domains' in-flight counts stay as a steady worker leaves them. Prints the median and
 p99 claim time in ms. `bench.drain --scenarios fair` runs the same claims in its rounds.
+
+`--weighted` gives the tenants weights (INGEST_TENANT_WEIGHTS: tenant i weighs 1 + i % 5),
+so the claim's order is weighted fair share, not plain turns.
 
 `--scheduled` adds that many succeeded jobs over the same tenants and domains, each waiting
 for a scheduled refresh an hour away (`refresh_every`), as a table of monitored pages holds
@@ -72,11 +76,18 @@ async def prepare(
     return url
 
 
-async def claims(url: str, repeats: int) -> list[float]:
+def weights(tenants: int) -> dict[str, int]:
+    """`--weighted`'s weights: tenant i weighs 1 + i % 5."""
+    return {f"t{i}": 1 + i % 5 for i in range(tenants)}
+
+
+async def claims(
+    url: str, repeats: int, tenant_weights: dict[str, int] | None = None
+) -> list[float]:
     """`repeats` claims of 32, each timed in ms; the claimed jobs are recorded (untimed)."""
     database = Database(url)
     try:
-        settings = Settings(_env_file=None)
+        settings = Settings(_env_file=None, tenant_weights=tenant_weights or {})
         queue = Queue(database, settings)
         timings = []
         for _ in range(repeats):
@@ -169,7 +180,11 @@ async def main() -> None:
         default="0",
         help="succeeded jobs waiting for a scheduled refresh; a comma-separated list compares",
     )
+    parser.add_argument(
+        "--weighted", action="store_true", help="tenant i weighs 1 + i %% 5 (INGEST_TENANT_WEIGHTS)"
+    )
     args = parser.parse_args()
+    tenant_weights = weights(args.tenants) if args.weighted else None
     rows = []
     for backend in backends(args.backend):
         for scheduled in [int(n) for n in args.scheduled.split(",")]:
@@ -177,7 +192,7 @@ async def main() -> None:
             url = await prepare(backend, args.pending, args.tenants, args.domains, scheduled)
             prepared = time.monotonic()
             try:
-                timings = await claims(url, args.repeats)
+                timings = await claims(url, args.repeats, tenant_weights)
                 looks = await look_backs(url, args.repeats)
             finally:
                 await drop_database(backend, DATABASE)
@@ -193,8 +208,8 @@ async def main() -> None:
                 ]
             )
     print(
-        f"claim of 32 with {args.pending} pending jobs, {args.tenants} tenants, "
-        f"{args.domains} domains ({args.repeats} claims)"
+        f"claim of 32 with {args.pending} pending jobs, {args.tenants} tenants"
+        f"{' (weighted)' if args.weighted else ''}, {args.domains} domains ({args.repeats} claims)"
     )
     headers = [
         "backend",

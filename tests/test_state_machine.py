@@ -14,7 +14,7 @@ be; after each step the database must agree with it and hold these invariants:
 - a running job has exactly one live lease: its `lease_id` is the one the model holds, with
   one open attempt (numbered like its attempts); other jobs hold no lease, no open attempt;
 - `finished_at` and `dead_reason` are set exactly on finished and dead jobs;
-- each domain's `in_flight` is the number of its running jobs;
+- each domain's `in_flight` is the number of its running jobs, and so is each tenant's;
 - a write through a stale lease (recorded, taken back, or superseded by a new claim)
   changes nothing: not the job, its attempts, nor its domain.
 
@@ -71,7 +71,7 @@ from app.store.database import Database
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore, StateConflict
 from app.store.queue import Queue
-from app.store.tables import attempts, contents, domains, jobs
+from app.store.tables import attempts, contents, domains, jobs, tenants
 from tests.conftest import _truncate
 
 T = TypeVar("T")
@@ -514,6 +514,12 @@ class QueueMachine(RuleBasedStateMachine):
                 row.domain: row.in_flight
                 for row in await conn.execute(sa.select(domains.c.domain, domains.c.in_flight))
             }
+            tenants_in_flight = {
+                tenant: n
+                for tenant, n in await conn.execute(
+                    sa.select(tenants.c.tenant, tenants.c.in_flight)
+                )
+            }
         assert set(self.model) == set(rows), "jobs lost or unknown"
         for job_id, expected in self.model.items():
             row = rows[job_id]
@@ -538,6 +544,11 @@ class QueueMachine(RuleBasedStateMachine):
         per_domain = self._running_per_domain()
         for domain, flying in in_flight.items():
             assert per_domain.get(domain, 0) == flying, domain
+        per_tenant: dict[str, int] = {}
+        for row in rows.values():
+            if row.status == JobStatus.RUNNING:
+                per_tenant[row.tenant] = per_tenant.get(row.tenant, 0) + 1
+        assert per_tenant == {t: n for t, n in tenants_in_flight.items() if n}
         stats = await self.jobs.stats()
         statuses = [e.status for e in self.model.values()]
         assert {s.value: statuses.count(s) for s in JobStatus} == stats.counts

@@ -1,10 +1,12 @@
 """Where a job is claimed: the one transaction that turns due pending jobs into leases.
 
 1. Tenants with a job claimable now (`claimable_now`: due, on a domain that may take a
-   fetch now), least recently served first (at most `limit` of them: each is one more
-   subquery to plan, and a claim serves at most `limit` tenants anyway). A tenant whose
-   jobs all wait (not due, or on paused or saturated domains) keeps its place for later
-   instead of taking a turn that would find nothing.
+   fetch now) and under their in-flight quota, lowest pass first (fair share, weighted:
+   `app.scheduling`; a pass never counts below the floor, the highest pass any tenant was
+   last served at, read in the same statement), then least recently served (at most
+   `limit` of them: each is one more subquery to plan, and a claim serves at most `limit`
+   tenants anyway). A tenant whose jobs all wait (not due, or on paused or saturated
+   domains) or that is at its quota is not looked at, and takes no turn.
 2. Each tenant's first claimable jobs in claim order (the same predicate: not paused, under
    its in-flight limit, past its minimum interval): filtered in SQL, through the partial
    index on pending jobs per tenant, so paused domains cost no attempt. One statement: on
@@ -12,16 +14,18 @@
    subquery per tenant (`app.store.dialect.joins_lateral` says why).
    They are locked as they are read (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent
    claims take different jobs and never wait on each other's).
-3. Lock the candidates' domain rows (in name order, so claims never deadlock) and read
-   their limits again (with the Crawl-delay a worker last read of robots.txt:
-   `app.scheduling.min_interval`), now that no other claim can change them. A domain whose
-   row is missing gets a fresh one first (`_lock_domains` says how one can be missing).
-4. `app.scheduling.choose` picks the jobs: priority, tenants in turn, oldest first, domain
-   limits re-checked on the locked rows.
+3. Lock the candidates' domain rows, then, with a tenants' quota, their tenants' rows (each
+   in name order, so claims never deadlock), and read their limits (with the Crawl-delay a
+   worker last read of robots.txt: `app.scheduling.min_interval`) and the tenants' jobs in
+   flight again, now that no other claim can change them. A domain whose row is missing
+   gets a fresh one first (`_lock_domains` says how one can be missing).
+4. `app.scheduling.choose` picks the jobs: priority, tenants by pass, oldest first, tenant
+   quotas and domain limits re-checked on the locked rows.
 5. Mark them running, count the attempt, lease them under a fresh random `lease_id` (the
-   fencing token of every later write, `app.store.queue`); count the domains' fetches in
-   flight and stamp the tenants' turns (rows updated in name order, so claims never
-   deadlock); open the attempts' history rows, with how long each job had been due.
+   fencing token of every later write, `app.store.queue`); count the domains' and the
+   tenants' jobs in flight, advance the tenants' passes and stamp their turns (rows updated
+   in name order, so claims never deadlock); open the attempts' history rows, with how long
+   each job had been due.
 
 Why one module past 300 lines: one transaction, its statements built once at import; the
 steps above read top-down.
@@ -38,7 +42,14 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.model import JobStatus, Lease, Previous
-from app.scheduling import Candidate, DomainState, choose, next_start
+from app.scheduling import (
+    Candidate,
+    DomainState,
+    TenantState,
+    choose,
+    next_start,
+    passes_after,
+)
 from app.settings import Settings
 from app.store.backends import Backend
 from app.store.database import Database
@@ -110,6 +121,16 @@ def _bound(now: datetime, settings: Settings, **values: object) -> dict[str, obj
     return {"now": now, "domain_limit": settings.domain_max_in_flight, **values}
 
 
+_TENANT_LIMIT = sa.bindparam("tenant_limit", type_=sa.Integer)
+"""INGEST_TENANT_MAX_IN_FLIGHT; 0: no limit."""
+
+_EVERYONE = tenants.alias("everyone")
+_FLOOR = sa.select(sa.func.coalesce(sa.func.max(_EVERYONE.c.last_pass), 0)).scalar_subquery()
+"""The highest pass any tenant was last served at: no tenant's pass counts below it
+(`app.scheduling`). One read of the tenants' rows per claim, evaluated once: it names no
+column of the outer query."""
+
+
 # The claim's statements are built once, with bound parameters, so each claim only binds
 # values and SQLAlchemy's compiled-statement cache always hits: building them anew cost
 # more than running them (a claim of 32 among 100 tenants spent most of its time there).
@@ -124,15 +145,26 @@ _ANYTHING_CLAIMABLE = (
 # ORDER BY and LIMIT and may then read the tenant's whole pending list (bitmap scan) to find
 # one row; walking ix_jobs_tenant_claim in order stops at the first.
 _WAITING_TENANTS = (
-    sa.select(tenants.c.tenant, tenants.c.last_served_at)
+    sa.select(
+        tenants.c.tenant,
+        tenants.c.next_pass,
+        tenants.c.last_served_at,
+        tenants.c.in_flight,
+        _FLOOR.label("floor"),
+    )
     .where(
         claimable_now(sa.select(jobs.c.id).where(jobs.c.tenant == tenants.c.tenant))
         .order_by(jobs.c.priority.desc(), jobs.c.created_at)
         .limit(_ONE)
         .scalar_subquery()
-        .is_not(None)
+        .is_not(None),
+        sa.or_(_TENANT_LIMIT == 0, tenants.c.in_flight < _TENANT_LIMIT),
     )
-    .order_by(tenants.c.last_served_at.asc().nulls_first(), tenants.c.tenant)
+    .order_by(
+        sa.case((tenants.c.next_pass > _FLOOR, tenants.c.next_pass), else_=_FLOOR),
+        tenants.c.last_served_at.asc().nulls_first(),
+        tenants.c.tenant,
+    )
     .limit(sa.bindparam("tenants", type_=sa.Integer))
 )
 
@@ -199,6 +231,12 @@ _LOCK_DOMAINS = lock_rows(
     .order_by(domains.c.domain)
 )
 
+_LOCK_TENANTS = lock_rows(
+    sa.select(tenants.c.tenant, tenants.c.next_pass, tenants.c.last_served_at, tenants.c.in_flight)
+    .where(tenants.c.tenant.in_(sa.bindparam("tenants", expanding=True)))
+    .order_by(tenants.c.tenant)
+)
+
 _TAKE = (
     sa.update(jobs)
     .where(jobs.c.id.in_(sa.bindparam("ids", expanding=True)), status_is(JobStatus.PENDING))
@@ -225,10 +263,26 @@ _COUNT_STARTS = (
     )
 )
 
+
+def _start() -> sa.ColumnElement[int]:
+    """The pass a tenant's first job of this claim starts at: its row's, never below the
+    claim's floor (`app.scheduling`), read from the row as the update finds it."""
+    floor = sa.bindparam("floor", type_=sa.BigInteger)
+    return sa.case((tenants.c.next_pass > floor, tenants.c.next_pass), else_=floor)
+
+
+# Relative to the row, like the domains' count: a concurrent claim that served the same
+# tenant (PostgreSQL; the rows are not locked before `choose` without a quota) committed
+# its advance first, and this one adds to it.
 _TURNS = (
     sa.update(tenants)
     .where(tenants.c.tenant == sa.bindparam("t"))
-    .values(last_served_at=sa.bindparam("at", type_=UTCDateTime))
+    .values(
+        in_flight=tenants.c.in_flight + sa.bindparam("n"),
+        last_pass=_start() + sa.bindparam("to_last", type_=sa.BigInteger),
+        next_pass=_start() + sa.bindparam("to_next", type_=sa.BigInteger),
+        last_served_at=sa.bindparam("at", type_=UTCDateTime),
+    )
 )
 
 
@@ -269,28 +323,43 @@ _CANDIDATE_COLUMNS = len(dataclasses.fields(Candidate))
 """A candidate row's first columns (`_firsts`) are the Candidate; the rest, `_Leasable`."""
 
 
-def find_candidates(
-    conn: sa.Connection, limit: int, now: datetime, settings: Settings
-) -> tuple[dict[str, datetime | None], list[Candidate], dict[str, _Leasable]]:
-    """Steps 1 and 2: the waiting tenants (with when each was last served), their
-    candidates, and what each candidate's lease would need. In a write transaction the
-    candidates are locked as they are read."""
-    rows = all_rows(conn, _WAITING_TENANTS, _bound(now, settings, tenants=limit))
-    last_served = {tenant: last_served_at for tenant, last_served_at in rows}
-    if not last_served:
-        return last_served, [], {}
-    # Twice the share each tenant would get in turn: room for jobs that domain limits turn
-    # away within this claim, without locking far more candidates than one claim takes.
-    per_tenant = min(2 * limit, max(2, math.ceil(2 * limit / len(last_served))))
+class Found(NamedTuple):
+    """What steps 1 and 2 found."""
+
+    floor: int
+    """No tenant's pass counts below it (`_FLOOR`)."""
+    tenants: dict[str, TenantState]
+    """The waiting tenants' rows as the walk read them."""
+    candidates: list[Candidate]
+    leasable: dict[str, _Leasable]
+    """What each candidate's lease would need, by job id."""
+
+
+def find_candidates(conn: sa.Connection, limit: int, now: datetime, settings: Settings) -> Found:
+    """Steps 1 and 2: the waiting tenants' candidates, and what each candidate's lease would
+    need. In a write transaction the candidates are locked as they are read."""
+    walk = _bound(now, settings, tenants=limit, tenant_limit=settings.tenant_max_in_flight)
+    rows = all_rows(conn, _WAITING_TENANTS, walk)
+    if not rows:
+        return Found(0, {}, [], {})
+    waiting = [tenant for tenant, *_ in rows]
+    # Twice the share the heaviest tenant would get in turn: room for jobs that domain
+    # limits turn away within this claim, without locking far more candidates than one
+    # claim takes; never more than a tenant's quota lets one claim take.
+    weights = [settings.tenant_weight(tenant) for tenant in waiting]
+    per_tenant = min(2 * limit, max(2, math.ceil(2 * limit * max(weights) / sum(weights))))
+    if settings.tenant_max_in_flight:
+        per_tenant = min(per_tenant, settings.tenant_max_in_flight)
     if joins_lateral(conn):
         statement: sa.Select[Any] | sa.CompoundSelect[Any] = _CANDIDATES_JOINED
-        tenants: dict[str, Any] = {"tenants": list(last_served)}
+        tenants: dict[str, Any] = {"tenants": waiting}
     else:
-        statement = _candidates_apart(len(last_served))
-        tenants = {f"t{i}": tenant for i, tenant in enumerate(last_served)}
+        statement = _candidates_apart(len(waiting))
+        tenants = {f"t{i}": tenant for i, tenant in enumerate(waiting)}
     found = all_rows(conn, statement, _bound(now, settings, per_tenant=per_tenant, **tenants))
-    return (
-        last_served,
+    return Found(
+        rows[0][-1],
+        {tenant: TenantState(*state) for tenant, *state, _ in rows},
         [Candidate(*row[:_CANDIDATE_COLUMNS]) for row in found],
         {row[0]: _Leasable(*row[_CANDIDATE_COLUMNS:]) for row in found},
     )
@@ -332,12 +401,14 @@ def claim_in(
     settings: Settings,
 ) -> list[Lease]:
     """Run steps 1-5 in the caller's write transaction."""
-    last_served, candidates, leasable = find_candidates(conn, limit, now, settings)
+    floor, turns, candidates, leasable = find_candidates(conn, limit, now, settings)
     if not candidates:
         return []
 
     states = _lock_domains(conn, backend, sorted({c.domain for c in candidates}))
-    chosen = choose(candidates, last_served, states, limit, now, settings)
+    if settings.tenant_max_in_flight:
+        turns = _lock_tenants(conn, sorted({c.tenant for c in candidates}))
+    chosen = choose(candidates, turns, states, limit, now, settings, floor)
     if not chosen:
         return []
 
@@ -353,6 +424,7 @@ def claim_in(
     }
     conn.execute(_TAKE, taken)
     _count_starts(conn, backend, chosen, states, now, settings)
+    _count_turns(conn, backend, chosen, turns, floor, now, settings)
     backend.inserts(
         attempts,
         [
@@ -409,6 +481,19 @@ def _lock_domains(
     }
 
 
+def _lock_tenants(conn: sa.Connection, names: list[str]) -> dict[str, TenantState]:
+    """Step 3, after the domains, with a tenants' quota (INGEST_TENANT_MAX_IN_FLIGHT): the
+    tenants' rows, locked, as the states `choose` reads, so concurrent claims never pass
+    the quota together. Without one the walk's read is enough: the passes are advanced
+    relative to the rows (`_TURNS`), and on SQLite the walk ran in this very write
+    transaction. Every tenant the walk found has a row: the walk starts from them."""
+    rows = all_rows(conn, _LOCK_TENANTS, {"tenants": names})
+    return {
+        tenant: TenantState(next_pass, last_served_at, in_flight)
+        for tenant, next_pass, last_served_at, in_flight in rows
+    }
+
+
 def _lag_ms(due_since: datetime | None, now: datetime) -> int | None:
     """How long a job had been due when claimed, for the dashboard's queue lag; never below
     0 (another host's clock may run ahead)."""
@@ -440,11 +525,35 @@ def _count_starts(
             for domain, n in sorted(starts.items())
         ],
     ).run(conn)
+
+
+def _count_turns(
+    conn: sa.Connection,
+    backend: Backend,
+    chosen: list[Candidate],
+    turns: dict[str, TenantState],
+    floor: int,
+    now: datetime,
+    settings: Settings,
+) -> None:
+    """The tenants' jobs in flight counted, their passes advanced, their turns stamped."""
+    served = passes_after(chosen, turns, settings, floor)
     # Tenants served in this claim keep their turn order: a microsecond apart. The rows are
     # updated in name order, like the domains': two claims that serve the same tenants in
     # different turn orders would otherwise lock them crosswise and deadlock (PostgreSQL).
-    turns = {
+    stamps = {
         t: now + timedelta(microseconds=i)
         for i, t in enumerate(dict.fromkeys(c.tenant for c in chosen))
     }
-    backend.updates(_TURNS, [{"t": t, "at": at} for t, at in sorted(turns.items())]).run(conn)
+    rows = [
+        {
+            "t": tenant,
+            "n": s.jobs,
+            "floor": floor,
+            "to_last": s.last_pass - s.first_pass,
+            "to_next": s.next_pass - s.first_pass,
+            "at": stamps[tenant],
+        }
+        for tenant, s in sorted(served.items())
+    ]
+    backend.updates(_TURNS, rows).run(conn)

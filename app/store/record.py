@@ -14,7 +14,9 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
 3. succeeded jobs' bodies, text and Markdown as a new content version (their page's
    metadata goes with step 1), and the versions beyond INGEST_CONTENT_VERSIONS deleted;
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
-5. their domains: one slot each freed, and the failure streak moved on.
+5. their domains: one slot each freed, and the failure streak moved on;
+6. their tenants: one job in flight each freed (after the domains, each in name order,
+   as the claim locks them: `app.store.claim`).
 
 Every string an outcome brings from the remote side is bound as one both databases hold
 (`app.strings.storable_text`): a lone surrogate or a NUL would fail the whole batch.
@@ -53,7 +55,7 @@ from app.store.backends import Backend
 from app.store.backends.writes import Writes
 from app.store.deliveries import owe
 from app.store.dialect import all_rows, floor_minus, lock_rows
-from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is
+from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is, tenants
 from app.strings import storable_text
 
 
@@ -209,6 +211,12 @@ _FREE_SLOTS = (
     )
 )
 
+_FREE_TENANTS = (
+    sa.update(tenants)
+    .where(tenants.c.tenant == sa.bindparam("t"))
+    .values(in_flight=floor_minus(tenants.c.in_flight, sa.bindparam("freed")))
+)
+
 
 class Recording:
     """Outcomes to record at `now`, their writes compiled and bound (`_Plan`); a job keeps
@@ -270,6 +278,7 @@ class _Plan:
         self.contents: list[dict[str, Any]] = []
         self.finished: dict[str, list[str]] = defaultdict(list)
         freed: dict[str, int] = defaultdict(int)
+        freed_tenants: dict[str, int] = defaultdict(int)
         streaks: dict[str, tuple[bool, int]] = {}
         for outcome in outcomes:
             lease = outcome.lease
@@ -277,6 +286,7 @@ class _Plan:
             self._job(outcome, fence, now)
             self.close.append(_closed(outcome, now))
             freed[lease.domain] += 1
+            freed_tenants[lease.tenant] += 1
             reset, streak = streaks.get(lease.domain, (False, 0))
             if outcome.domain is DomainSignal.FAILING:
                 streaks[lease.domain] = (reset, streak + 1)
@@ -287,6 +297,7 @@ class _Plan:
             for d, n in sorted(freed.items())
             for reset, streak in [streaks.get(d, (False, 0))]
         ]
+        self.tenants = [{"t": t, "freed": n} for t, n in sorted(freed_tenants.items())]
         self.failing = sorted(
             {o.lease.domain for o in outcomes if o.domain is DomainSignal.FAILING}
         )
@@ -297,6 +308,7 @@ class _Plan:
             (_HAND_BACK, self.hand_back),
             (_CLOSE_ATTEMPT, self.close),
             (_FREE_SLOTS, self.domains),
+            (_FREE_TENANTS, self.tenants),
         ]
         self.writes: list[Writes] = [
             backend.updates(statement, _storable(params)) for statement, params in updates if params

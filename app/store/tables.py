@@ -248,13 +248,28 @@ def new_domain(domain: str) -> dict[str, Any]:
     return {"domain": domain, "consecutive_failures": 0, "in_flight": 0}
 
 
+def _counter(sa_type: Any = sa.Integer) -> Any:
+    """A count that starts at 0, in the database too: a submit inserts a tenant's row with
+    its name alone (`app.store.jobs`)."""
+    return Field(default=0, sa_type=sa_type, sa_column_kwargs={"server_default": sa.text("0")})
+
+
 class Tenant(SQLModel, table=True):
-    """When each tenant was last served, for fair share across tenants at claim time."""
+    """Each tenant's place in the fair share and its jobs in flight, read and written by the
+    claim (`app.store.claim`, the passes as `app.scheduling` explains them); its jobs in
+    flight freed as their outcomes are recorded (`app.store.record`)."""
 
     __tablename__ = "tenants"
 
     tenant: str = Field(primary_key=True, max_length=100)
     last_served_at: datetime | None = _ts()
+    """Breaks ties of pass: the tenant served least recently goes first."""
+    next_pass: int = _counter(sa.BigInteger)
+    """The virtual time at which its next job starts."""
+    last_pass: int = _counter(sa.BigInteger)
+    """The pass its last job served started at; the highest of all is the claims' floor."""
+    in_flight: int = _counter()
+    """Running jobs of this tenant, kept by the claim and the record of outcomes."""
 
 
 class WorkerProcess(SQLModel, table=True):
