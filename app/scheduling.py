@@ -3,9 +3,9 @@
 `choose` takes which of the claim's candidate jobs to claim, honouring priority, fair share
 across tenants (weighted), each tenant's in-flight quota and each domain's politeness
 limits; `passes_after` says where the tenants it served stand after. The store's claim
-(`app.store.claim`) finds the candidates and locks the domains' and tenants' rows; this
-module decides among them. `waiting_for` says which of the same rules holds a pending job
-back, for operators.
+(`app.store.claim`) finds the candidates and locks the domains' rows (and, with a quota,
+the tenants'); this module decides among them. `waiting_for` says which of the same rules
+holds a pending job back, for operators.
 
 Fair share is stride scheduling: each tenant has a pass, the virtual time at which its next
 job starts; among candidates of the same priority the tenant with the lowest pass goes

@@ -155,3 +155,23 @@ async def test_the_count_returns_to_0_whichever_way_jobs_leave_running(store):
     assert 2 == len(handed)
     await queue.record([policy.handed_back(lease, later) for lease in handed], later)
     assert {"t": 0} == await _in_flight(queue.db)
+
+
+async def test_a_new_weight_1_tenant_starts_in_the_next_claim(database_url):
+    """After a tenant of weight 100 was served 20 claims alone, a tenant of weight 1 that
+    submits then has its first job first in the next claim (it starts level, at the
+    floor, and first on the tie), then waits its turn by weight."""
+    database = Database(database_url)
+    settings = Settings(_env_file=None, domain_max_in_flight=1000, tenant_weights={"big": 100})
+    store, queue = JobStore(database, lambda: NOW), Queue(database, settings)
+    try:
+        await store.submit([new(i, "big") for i in range(400)])
+        for i in range(20):
+            now = NOW + timedelta(seconds=i)
+            leases = await queue.claim("w", 8, now, 60)
+            await queue.record([succeeded(lease, RESULT) for lease in leases], now)
+        await store.submit([new(1000 + i, "small") for i in range(5)])
+        leases = await queue.claim("w", 8, NOW + timedelta(seconds=30), 60)
+    finally:
+        await database.dispose()
+    assert ["small"] + ["big"] * 7 == [lease.tenant for lease in leases]
