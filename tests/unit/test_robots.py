@@ -19,7 +19,14 @@ from app.robots import (
     rules_from_failure,
     while_unreachable,
 )
-from app.scheduling import Candidate, DomainState, choose, min_interval, next_start
+from app.scheduling import (
+    Candidate,
+    DomainState,
+    TenantState,
+    choose,
+    min_interval,
+    next_start,
+)
 from app.settings import Settings
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -252,5 +259,5 @@ def test_a_claim_starts_one_fetch_of_a_domain_with_a_crawl_delay() -> None:
         for i in range(2)
     ]
     domains = {"slow.test": DomainState(0, crawl_delay=1.0), "fast.test": DomainState(0)}
-    chosen = choose(candidates, {"t": None}, domains, 10, NOW, settings())
+    chosen = choose(candidates, {"t": TenantState()}, domains, 10, NOW, settings())
     assert ["fast.test0", "fast.test1", "slow.test0"] == sorted(c.id for c in chosen)
