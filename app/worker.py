@@ -54,6 +54,10 @@ log = logging.getLogger("ingest.worker")
 PRUNE_INTERVAL = timedelta(minutes=5)
 """How often a worker deletes finished jobs past INGEST_RETENTION_DAYS."""
 
+FOLD_INTERVAL = timedelta(seconds=30)
+"""How often a worker folds the changes to the job counts (`app.store.counts`): a busy
+PostgreSQL adds a few hundred rows of them a second, which GET /stats sums until folded."""
+
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -103,6 +107,7 @@ class Worker:
         """The highest priority submitted since the last claim began."""
         self._next_take_back = clock()
         self._next_prune = clock() + PRUNE_INTERVAL
+        self._next_fold = clock() + FOLD_INTERVAL
         self._started_at = clock()
 
     def notify(self) -> None:
@@ -201,8 +206,8 @@ class Worker:
         log.info("worker %s stopped", self.id)
 
     async def tick(self) -> float | Held:
-        """One pass: take back expired leases and prune when due; top up the local queue with
-        one claim. Returns how long the loop may wait before the next pass.
+        """One pass: take back expired leases, prune and fold the job counts when due; top up
+        the local queue with one claim. Returns how long the loop may wait before the next pass.
 
         Nothing while the completer cannot record (its write failed and is being tried
         again): what this worker fetched now could not be recorded either. Held, so the
@@ -217,6 +222,9 @@ class Worker:
         if self.settings.retention_days and now >= self._next_prune:
             self._next_prune = now + PRUNE_INTERVAL
             await self._prune(now)
+        if now >= self._next_fold:
+            self._next_fold = now + FOLD_INTERVAL
+            await self.queue.fold_counts()
         room = self._capacity - len(self._running) - len(self._queued)
         idle_slot = not self._queued and len(self._running) < self.settings.worker_concurrency
         if not idle_slot and room < self._refill_at:

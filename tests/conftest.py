@@ -80,7 +80,8 @@ async def _truncate(url: str) -> None:
     conn = await asyncpg.connect(_pg_admin_dsn(url))
     try:
         await conn.execute(
-            "TRUNCATE attempts, jobs, domains, tenants, workers RESTART IDENTITY CASCADE"
+            "TRUNCATE attempts, jobs, job_counts, domains, tenants, workers"
+            " RESTART IDENTITY CASCADE"
         )
     finally:
         await conn.close()

@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.model import FINISHED, CallbackContent, JobStatus, NewJob
 from app.scheduling import DomainState, waiting_for
+from app.store import counts
 from app.store.backends.writes import NewRows
 from app.store.database import Database
 from app.store.refreshes import REFRESHABLE, refreshed
@@ -557,26 +558,31 @@ class JobStore:
     async def stats(self, tenant: str | None = None, domain: str | None = None) -> Stats:
         """Jobs per status, and of the pending: the oldest, the longest due, how many are
         not due yet (of one tenant or domain, when given)."""
-        counts = {status.value: 0 for status in JobStatus}
+        per_status = {status.value: 0 for status in JobStatus}
         if not _storable(tenant, domain):
-            return Stats(counts)
+            return Stats(per_status)
         now = self.clock()
         due = sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now)
-        by_status = sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status)
+        # Of one domain, the jobs are counted (no count is kept per domain); otherwise the
+        # counts kept by the triggers on jobs are summed (`app.store.counts`).
+        by_status = (
+            _filtered(
+                sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status), domain, tenant
+            )
+            if domain
+            else counts.per_status(tenant)
+        )
         pending = sa.select(
             sa.type_coerce(sa.func.min(jobs.c.created_at), UTCDateTime),
             sa.type_coerce(sa.func.min(sa.case((due, DUE_SINCE))), UTCDateTime),
             sa.func.count(sa.case((jobs.c.retry_after > now, 1))),
         ).where(status_is(JobStatus.PENDING))
-        by_status, pending = (
-            _filtered(by_status, domain, tenant),
-            _filtered(pending, domain, tenant),
-        )
+        pending = _filtered(pending, domain, tenant)
         async with self.db.read() as conn:
             for status, count in await conn.execute(by_status):
-                counts[status] = count
+                per_status[status] = int(count)
             oldest_created, oldest_due, scheduled = (await conn.execute(pending)).one()
-        return Stats(counts, _age(oldest_created, now), _age(oldest_due, now), scheduled)
+        return Stats(per_status, _age(oldest_created, now), _age(oldest_due, now), scheduled)
 
 
 def _age(moment: datetime | None, now: datetime) -> float | None:

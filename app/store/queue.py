@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from app.model import DomainPause, JobStatus, Lease, Outcome, WorkerPresence
 from app.settings import Settings
-from app.store import claim, record, refreshes, workers
+from app.store import claim, counts, record, refreshes, workers
 from app.store.database import Database
 from app.store.retention import prune_domains, prune_jobs
 from app.store.tables import domains, jobs, status_is
@@ -121,6 +121,11 @@ class Queue:
         SQLite a write transaction takes the one writer)."""
         backend = self.db.backend
         return await self.db.transact(lambda conn: refreshes.stage_due(conn, backend, now))
+
+    async def fold_counts(self) -> int:
+        """Fold the changes to the job counts GET /stats reads, once they pile up
+        (`app.store.counts`); how many rows were folded."""
+        return await counts.fold(self.db)
 
     async def prune(self, older_than: datetime) -> int:
         """Retention: delete succeeded and cancelled jobs (with their attempts and content)

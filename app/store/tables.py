@@ -327,6 +327,22 @@ class JobContent(SQLModel, table=True):
     stored_at: datetime = _ts(nullable=False)
 
 
+class JobCount(SQLModel, table=True):
+    """A change in how many jobs a tenant has in a status (+n or -n); a count is the sum of
+    its rows. Written by triggers on `jobs` (migration 0010) in the transaction that changes
+    the jobs, whatever statement does it; folded into one row per tenant and status by
+    `app.store.counts`, so GET /stats sums a few hundred rows, not every job."""
+
+    __tablename__ = "job_counts"
+
+    id: int | None = Field(
+        default=None, sa_column=Column(BigIntPK, primary_key=True, autoincrement=True)
+    )
+    tenant: str = Field(max_length=100)
+    status: str = Field(max_length=16)
+    jobs: int = Field(sa_type=sa.BigInteger)
+
+
 class Delivery(SQLModel, table=True):
     """One callback POST owed for a job that reached `succeeded` or `dead` (`app.webhooks`).
 
@@ -378,6 +394,7 @@ attempts: sa.Table = Attempt.__table__  # type: ignore[attr-defined]
 domains: sa.Table = Domain.__table__  # type: ignore[attr-defined]
 tenants: sa.Table = Tenant.__table__  # type: ignore[attr-defined]
 contents: sa.Table = JobContent.__table__  # type: ignore[attr-defined]
+job_counts: sa.Table = JobCount.__table__  # type: ignore[attr-defined]
 deliveries: sa.Table = Delivery.__table__  # type: ignore[attr-defined]
 workers: sa.Table = WorkerProcess.__table__  # type: ignore[attr-defined]
 

@@ -1,0 +1,57 @@
+"""Jobs per tenant and status without counting the jobs: the sums of `job_counts`, whose
+rows triggers on `jobs` add in the transaction of every change (migration 0010: a row per
+statement and tenant and status on PostgreSQL, per job changed on SQLite).
+
+The rows pile up between folds, a few per claim or record; `fold` replaces them with one
+row per tenant and status (the worker calls it as it looks back for expired leases). A
+count is exact whenever read: the rows not folded yet are summed too.
+"""
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from app.store.database import Database
+from app.store.tables import job_counts
+
+FOLD_AT = 1000
+"""Rows of changes worth folding: fewer are summed as cheaply as the folded ones."""
+
+
+def per_status(tenant: str | None = None) -> sa.Select[Any]:
+    """(status, jobs) for every status that has or had jobs (of `tenant`, when given)."""
+    stmt = sa.select(job_counts.c.status, sa.func.sum(job_counts.c.jobs)).group_by(
+        job_counts.c.status
+    )
+    return stmt if tenant is None else stmt.where(job_counts.c.tenant == tenant)
+
+
+def _fold(conn: sa.Connection) -> int:
+    """Delete every row of changes and write back their sums, one row per tenant and
+    status (none for a sum of 0); how many rows were folded. On PostgreSQL a row a
+    concurrent transaction adds meanwhile is not deleted (not in the delete's snapshot)
+    and stays to be summed; two folds at once delete disjoint rows."""
+    gone = conn.execute(
+        sa.delete(job_counts).returning(job_counts.c.tenant, job_counts.c.status, job_counts.c.jobs)
+    ).all()
+    sums: dict[tuple[str, str], int] = {}
+    for tenant, status, jobs in gone:
+        sums[tenant, status] = sums.get((tenant, status), 0) + jobs
+    rows = [
+        {"tenant": tenant, "status": status, "jobs": jobs}
+        for (tenant, status), jobs in sorted(sums.items())
+        if jobs
+    ]
+    if rows:
+        conn.execute(sa.insert(job_counts), rows)
+    return len(gone)
+
+
+async def fold(database: Database, at: int = FOLD_AT) -> int:
+    """Fold the rows of changes if there are more than `at` (a read, without SQLite's write
+    lock, says whether); how many rows were folded."""
+    async with database.read() as conn:
+        rows = (await conn.execute(sa.select(sa.func.count()).select_from(job_counts))).scalar()
+    if not rows or rows <= at:
+        return 0
+    return await database.transact(_fold)
