@@ -20,7 +20,7 @@ from app.model import (
     ErrorKind,
     JobStatus,
 )
-from app.store.jobs import Stats
+from app.store.jobs import SCHEDULED_COUNTED, Stats
 from app.store.reads import Content, Part
 from app.store.tables import Attempt, Job
 from app.store.workers import WorkerSeen, WorkerState
@@ -288,7 +288,10 @@ class StatsOut(BaseModel):
     oldest_due_age_seconds: float | None = Field(
         description="How long the longest-waiting due pending job has been due: the backlog."
     )
-    scheduled: int = Field(description="Pending jobs not due yet (a retry_after to come).")
+    scheduled: int = Field(
+        description="Pending jobs not due yet (a retry_after to come), counted up to"
+        f" {SCHEDULED_COUNTED:,}: {SCHEDULED_COUNTED} means at least that many."
+    )
 
     @classmethod
     def of(cls, stats: Stats) -> "StatsOut":

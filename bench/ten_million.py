@@ -246,12 +246,17 @@ async def run_sql(database: Database, *statements: str, **params: Any) -> None:
 
 
 async def fill_jobs(
-    database: Database, shape: Shape, first: int, last: int, base: datetime, step: float
+    database: Database,
+    shape: Shape,
+    first: int,
+    last: int,
+    base: datetime,
+    step: float,
+    pending_from: int,
 ) -> None:
-    """Jobs first..last (see FILL_JOBS), `CHUNK` a statement; since refills pass `first`
-    past the pending ones, they add finished jobs only."""
+    """Jobs first..last (see FILL_JOBS), `CHUNK` a statement, pending from `pending_from`
+    on (a refill passes one past `last`: finished jobs only)."""
     now = utc_now().replace(tzinfo=None)
-    pending_from = shape.jobs - shape.pending + 1
     pending_step = PENDING_SPAN.total_seconds() / max(shape.pending, 1)
     for start in range(first, last + 1, CHUNK):
         began = time.monotonic()
@@ -302,7 +307,7 @@ async def fill(database: Database, shape: Shape) -> None:
     base = now - PENDING_SPAN - FINISHED_SPAN
     finished = shape.jobs - shape.pending
     step = FINISHED_SPAN.total_seconds() / max(finished, 1)
-    await fill_jobs(database, shape, 1, shape.jobs, base, step)
+    await fill_jobs(database, shape, 1, shape.jobs, base, step, shape.jobs - shape.pending + 1)
     await fill_children(database, base, now + timedelta(days=1))
     began = time.monotonic()
     # Made again in the order they depend on each other: keys, indexes, foreign keys.
@@ -473,8 +478,8 @@ async def retention_cycle(
     # Just older than the pending jobs: none of them has attempts or content to add twice.
     base = pending_since - timedelta(hours=1)
     first = shape.jobs + cycle * prune + 1
-    refill = Shape(first + prune - 1, shape.domains, shape.tenants, shape.content_share)
-    await fill_jobs(database, refill, first, first + prune - 1, base, 3600 / prune)
+    last = first + prune - 1
+    await fill_jobs(database, shape, first, last, base, 3600 / prune, last + 1)
     await fill_children(database, base, base + timedelta(hours=1))
     await vacuum(database, analyze=True)
     measured["after the refill"] = await sizes(database)
@@ -536,11 +541,13 @@ async def main() -> None:
         rows, plans = await measure_reads(database, args.repeats)
         for name, n, p50, p99 in rows:
             say(f"  {name}: n {n}, p50 {p50} ms, p99 {p99} ms")
+        print(f"{plans}\n\n{size_table(measured)}", flush=True)
         for cycle in range(1, args.cycles + 1):
             found, sized = await retention_cycle(database, shape, args.prune, cycle)
             rows += found
             measured |= {f"cycle {cycle}, {k}": v for k, v in sized.items()}
             say("\n".join(" ".join(row) for row in found))
+            print(size_table({f"cycle {cycle}, {k}": v for k, v in sized.items()}), flush=True)
     finally:
         await database.dispose()
         if not args.keep:

@@ -90,7 +90,8 @@ class Stats:
     oldest_due_age_seconds: float | None = None
     """How long the longest-waiting due pending job has been due (`DUE_SINCE`)."""
     scheduled: int = 0
-    """Pending jobs not due yet (a `retry_after` to come)."""
+    """Pending jobs not due yet (a `retry_after` to come), counted up to
+    `SCHEDULED_COUNTED`: that number means at least that many."""
 
 
 def _job(columns: Mapping[Any, Any]) -> Job:
@@ -144,6 +145,11 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
     if created_at is None or not is_job_id(job_id):
         raise BadCursor("cursor is not one this service returned")
     return created_at, job_id
+
+
+SCHEDULED_COUNTED = 10_000
+"""`Stats.scheduled` counts up to this many: counting every entry of the index costs some
+1-2 ms per 1,000 (220 ms for 130,000 jobs waiting for a retry, of 1 M pending)."""
 
 
 class JobStore:
@@ -562,7 +568,6 @@ class JobStore:
         if not _storable(tenant, domain):
             return Stats(per_status)
         now = self.clock()
-        due = sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now)
         # Of one domain, the jobs are counted (no count is kept per domain); otherwise the
         # counts kept by the triggers on jobs are summed (`app.store.counts`).
         by_status = (
@@ -572,12 +577,29 @@ class JobStore:
             if domain
             else counts.per_status(tenant)
         )
+        # Each the first row of an index of the pending jobs (ix_jobs_pending_created,
+        # ix_jobs_pending_due); the jobs not due yet counted up to SCHEDULED_COUNTED
+        # through ix_jobs_pending_retry_after.
+        oldest_created = sa.select(sa.func.min(jobs.c.created_at)).where(
+            status_is(JobStatus.PENDING)
+        )
+        oldest_due = sa.select(sa.func.min(DUE_SINCE)).where(
+            status_is(JobStatus.PENDING), DUE_SINCE <= now
+        )
+        not_due = (
+            sa.select(jobs.c.id)
+            .where(status_is(JobStatus.PENDING), jobs.c.retry_after > now)
+            .limit(SCHEDULED_COUNTED)
+        )
         pending = sa.select(
-            sa.type_coerce(sa.func.min(jobs.c.created_at), UTCDateTime),
-            sa.type_coerce(sa.func.min(sa.case((due, DUE_SINCE))), UTCDateTime),
-            sa.func.count(sa.case((jobs.c.retry_after > now, 1))),
-        ).where(status_is(JobStatus.PENDING))
-        pending = _filtered(pending, domain, tenant)
+            sa.type_coerce(
+                _filtered(oldest_created, domain, tenant).scalar_subquery(), UTCDateTime
+            ),
+            sa.type_coerce(_filtered(oldest_due, domain, tenant).scalar_subquery(), UTCDateTime),
+            sa.select(sa.func.count())
+            .select_from(_filtered(not_due, domain, tenant).subquery())
+            .scalar_subquery(),
+        )
         async with self.db.read() as conn:
             for status, count in await conn.execute(by_status):
                 per_status[status] = int(count)

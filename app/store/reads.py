@@ -23,9 +23,10 @@ class QueueState:
 async def queue_state(database: Database, now: datetime) -> QueueState:
     """When the longest-waiting due pending job became due (`DUE_SINCE`), and how many
     domains are paused, at `now`."""
+    # Due: a `retry_after` passed, or none and `updated_at` (never in the future) is the
+    # time; written on DUE_SINCE itself so the first row of ix_jobs_pending_due answers.
     oldest_due = sa.select(sa.func.min(DUE_SINCE)).where(
-        status_is(JobStatus.PENDING),
-        sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= now),
+        status_is(JobStatus.PENDING), DUE_SINCE <= now
     )
     paused = sa.select(sa.func.count()).select_from(domains).where(domains.c.paused_until > now)
     async with database.read() as conn:

@@ -1,5 +1,6 @@
-"""Job counts per tenant and status, kept by triggers on jobs, so GET /stats reads a few
-hundred rows instead of counting every job (10 M rows: seconds)
+"""Job counts per tenant and status, kept by triggers on jobs, and indexes of the pending
+jobs by creation and by when they became due: GET /stats reads a few hundred rows and the
+first row of two indexes instead of every job (10 M rows: seconds)
 
 Each row of job_counts is a change (+n or -n jobs of a tenant in a status); their sum is
 the count. The triggers add rows in the transaction that changes jobs, whatever statement
@@ -99,6 +100,21 @@ def upgrade() -> None:
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("jobs", sa.BigInteger(), nullable=False),
     )
+    pending = sa.text("status = 'pending'")
+    op.create_index(
+        "ix_jobs_pending_created",
+        "jobs",
+        ["created_at"],
+        postgresql_where=pending,
+        sqlite_where=pending,
+    )
+    op.create_index(
+        "ix_jobs_pending_due",
+        "jobs",
+        [sa.text("coalesce(retry_after, updated_at)")],
+        postgresql_where=pending,
+        sqlite_where=pending,
+    )
     postgresql = op.get_bind().dialect.name == "postgresql"
     if postgresql:
         # No job changes between the count and the triggers (SQLite: the migration holds
@@ -121,3 +137,5 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP FUNCTION ingest_count_jobs()")
     op.drop_table("job_counts")
+    op.drop_index("ix_jobs_pending_due", table_name="jobs")
+    op.drop_index("ix_jobs_pending_created", table_name="jobs")
