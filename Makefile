@@ -100,8 +100,8 @@ bench-pages: install
 	.venv/bin/python -m bench.pages $(PAGES_ARGS)
 
 # Ten million jobs on PostgreSQL (issue 26): the claim, the dead list's pages, stats, and
-# retention deleting a million while claims run (about an hour here, 15 GB of disk while it
-# runs; `make bench-ten-million TEN_MILLION_ARGS="--jobs 100000 --prune 10000"` for a look).
+# retention deleting a million while claims run (about 45 minutes here, 15 GB of disk while
+# it runs; `make bench-ten-million TEN_MILLION_ARGS="--jobs 100000 --prune 10000"` for a look).
 TEN_MILLION_ARGS ?= --jobs 10000000 --cycles 2
 
 bench-ten-million: install
