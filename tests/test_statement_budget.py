@@ -15,8 +15,12 @@ from app.store.jobs import JobStore
 from tests.conftest import eventually
 
 JOBS = 512
-BUDGET_PER_JOB = 0.5
-"""Statements (an executemany is one) per job drained, and round trips per job drained."""
+BUDGET_PER_JOB = 0.55
+"""Statements (an executemany is one) per job drained, and round trips per job drained. A
+drain of 512 through 32 slots takes 16 claims of seven statements and 16 records of six,
+each in a transaction of its own, plus the worker's passes: on PostgreSQL about 0.52 round
+trips a job since the record frees its tenants' counts of jobs in flight in a statement of
+its own (about 0.45 before)."""
 
 
 @contextmanager

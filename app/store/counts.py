@@ -1,5 +1,5 @@
 """Jobs per tenant and status without counting the jobs: the sums of `job_counts`, whose
-rows triggers on `jobs` add in the transaction of every change (migration 0010: a row per
+rows triggers on `jobs` add in the transaction of every change (migration 0012: a row per
 statement and tenant and status on PostgreSQL, per job changed on SQLite).
 
 The rows pile up between folds, a few per claim or record; `fold` replaces them with one

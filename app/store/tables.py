@@ -329,7 +329,7 @@ class JobContent(SQLModel, table=True):
 
 class JobCount(SQLModel, table=True):
     """A change in how many jobs a tenant has in a status (+n or -n); a count is the sum of
-    its rows. Written by triggers on `jobs` (migration 0010) in the transaction that changes
+    its rows. Written by triggers on `jobs` (migration 0012) in the transaction that changes
     the jobs, whatever statement does it; folded into one row per tenant and status by
     `app.store.counts`, so GET /stats sums a few hundred rows, not every job."""
 
