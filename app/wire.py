@@ -5,6 +5,7 @@ and why a job has no content to show, in the API's and the CLI's same words.
 Built from the store's rows (`JobOut.of(job)`); timestamps are ISO-8601 UTC.
 """
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +21,8 @@ from app.model import (
     ErrorKind,
     JobStatus,
 )
+from app.settings import Settings
+from app.store.counts import TENANTS_SHOWN, TenantLoad
 from app.store.jobs import SCHEDULED_COUNTED, Stats
 from app.store.reads import Content, Part
 from app.store.tables import Attempt, Job
@@ -280,6 +283,44 @@ class StatusCounts(BaseModel):
     cancelled: int
 
 
+class TenantOut(BaseModel):
+    tenant: str
+    weight: int = Field(
+        description="Its share of the claims (INGEST_TENANT_WEIGHTS; 1 if unnamed)."
+    )
+    pending: int = Field(description="Jobs pending, held to INGEST_TENANT_MAX_PENDING.")
+    running: int = Field(description="Jobs running, held to INGEST_TENANT_MAX_IN_FLIGHT.")
+
+    @classmethod
+    def of(cls, load: TenantLoad, settings: Settings) -> "TenantOut":
+        return cls(
+            tenant=load.tenant,
+            weight=settings.tenant_weight(load.tenant),
+            pending=load.pending,
+            running=load.running,
+        )
+
+
+class QuotasOut(BaseModel):
+    """The limits every tenant and API key is held to; 0: none."""
+
+    tenant_max_pending: int = Field(description="INGEST_TENANT_MAX_PENDING")
+    tenant_max_in_flight: int = Field(description="INGEST_TENANT_MAX_IN_FLIGHT")
+    key_submits_per_second: float = Field(
+        description="INGEST_KEY_SUBMITS_PER_SECOND, in each API process"
+    )
+    key_submit_burst: int = Field(description="INGEST_KEY_SUBMIT_BURST (0: one second's worth)")
+
+    @classmethod
+    def of(cls, settings: Settings) -> "QuotasOut":
+        return cls(
+            tenant_max_pending=settings.tenant_max_pending,
+            tenant_max_in_flight=settings.tenant_max_in_flight,
+            key_submits_per_second=settings.key_submits_per_second,
+            key_submit_burst=settings.key_submit_burst,
+        )
+
+
 class StatsOut(BaseModel):
     counts: StatusCounts
     oldest_pending_age_seconds: float | None = Field(
@@ -293,13 +334,21 @@ class StatsOut(BaseModel):
         f" {SCHEDULED_COUNTED:,}: {SCHEDULED_COUNTED} means at least that many."
     )
 
+    tenants: list[TenantOut] = Field(
+        description=f"Each tenant with jobs pending or running (a tenant's key: its own), the "
+        f"most pending first; at most {TENANTS_SHOWN:,}."
+    )
+    quotas: QuotasOut
+
     @classmethod
-    def of(cls, stats: Stats) -> "StatsOut":
+    def of(cls, stats: Stats, tenants: Sequence[TenantLoad], settings: Settings) -> "StatsOut":
         return cls(
             counts=StatusCounts(**stats.counts),
             oldest_pending_age_seconds=stats.oldest_pending_age_seconds,
             oldest_due_age_seconds=stats.oldest_due_age_seconds,
             scheduled=stats.scheduled,
+            tenants=[TenantOut.of(load, settings) for load in tenants],
+            quotas=QuotasOut.of(settings),
         )
 
 

@@ -83,3 +83,40 @@ async def test_a_key_over_its_rate_of_submits_is_refused(make_settings, web):
     assert 399 <= int(refused.headers["retry-after"]) <= 400
     assert "INGEST_KEY_SUBMITS_PER_SECOND" in refused.json()["detail"]
     assert 7 == len(stored)
+
+
+async def test_stats_show_each_tenants_load_weight_and_the_quotas(make_settings, web):
+    """GET /stats lists each tenant with jobs pending or running (the most pending first), its
+    weight and the quotas; a tenant's key sees its own tenant only; the dashboard shows the
+    same table, against the limits."""
+    keys = {"a" * 16: "shop", "b" * 16: "news", "c" * 16: "*"}
+    settings = make_settings(
+        worker_enabled=False,
+        api_keys=keys,
+        tenant_weights="shop:3",
+        tenant_max_pending=10,
+        tenant_max_in_flight=4,
+        key_submits_per_second=50,
+    )
+    shop, news, admin = bearer("a" * 16), bearer("b" * 16), bearer("c" * 16)
+    async with running_app(settings) as (_, client):
+        for i in range(3):
+            await client.post("/jobs", json={"url": web.url(f"/s{i}")}, headers=shop)
+        await client.post("/jobs", json={"url": web.url("/n")}, headers=news)
+        everyone = (await client.get("/stats", headers=admin)).json()
+        own = (await client.get("/stats", headers=news)).json()
+        page = (await client.get("/dashboard", headers=admin)).text
+    assert [
+        {"tenant": "shop", "weight": 3, "pending": 3, "running": 0},
+        {"tenant": "news", "weight": 1, "pending": 1, "running": 0},
+    ] == everyone["tenants"]
+    assert {
+        "tenant_max_pending": 10,
+        "tenant_max_in_flight": 4,
+        "key_submits_per_second": 50.0,
+        "key_submit_burst": 0,
+    } == everyone["quotas"]
+    assert [{"tenant": "news", "weight": 1, "pending": 1, "running": 0}] == own["tenants"]
+    assert 'data-tenant="shop"' in page
+    assert '<td class="num">3/10</td>' in page
+    assert '<td class="num">0/4</td>' in page

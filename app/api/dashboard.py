@@ -115,6 +115,8 @@ async def overview(
         "domains": _busiest_first(domains)[:PAGE_SIZE],
         "domain_count": len(domains),
         "domain_limit": runtime.settings.domain_max_in_flight,
+        "tenants": await jobs.tenant_loads(view.tenant),
+        "settings": runtime.settings,
         "dead": await jobs.list([JobStatus.DEAD], view.domain, view.tenant, PAGE_SIZE, view.cursor),
         "waiting": await jobs.waiting(view.domain, view.tenant, PAGE_SIZE),
         "succeeded": await jobs.list([JobStatus.SUCCEEDED], view.domain, view.tenant, RECENT),

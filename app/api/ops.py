@@ -21,10 +21,12 @@ READY_TIMEOUT_SECONDS = 2.0
 
 
 @router.get("/stats", name="get_stats", responses={**responses(401), **unavailable()})
-async def get_stats(jobs: JobsDep, caller: CallerDep) -> StatsOut:
+async def get_stats(jobs: JobsDep, settings: SettingsDep, caller: CallerDep) -> StatsOut:
     """Jobs per status; of the pending, how long the oldest due one has been due and how
-    many are not due yet (of the caller's tenant)."""
-    return StatsOut.of(await jobs.stats(caller.tenant))
+    many are not due yet; each tenant's jobs pending and running, its weight, and the quotas
+    (of the caller's tenant)."""
+    stats, tenants = await jobs.stats(caller.tenant), await jobs.tenant_loads(caller.tenant)
+    return StatsOut.of(stats, tenants, settings)
 
 
 @router.get("/workers", name="list_workers", responses={**responses(401, 403), **unavailable()})

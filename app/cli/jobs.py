@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.cli.runner import fail, run_on_store
+from app.cli.runner import fail, load_settings, run_on_store
 from app.model import JobStatus
 
 if TYPE_CHECKING:
-    from app.store.jobs import JobStore
+    from collections.abc import Sequence
+
+    from app.store.counts import TenantLoad
+    from app.store.jobs import JobStore, Stats
     from app.store.reads import Part, Version
     from app.store.tables import Attempt, Job
 
@@ -269,7 +272,10 @@ def stats(json_out: JsonFlag = False) -> None:
     from app.cli.tables import new_console, plain_table, span
     from app.wire import StatsOut
 
-    out = StatsOut.of(run_on_store(lambda store: store.stats()))
+    async def read(store: JobStore) -> tuple[Stats, Sequence[TenantLoad]]:
+        return await store.stats(), await store.tenant_loads()
+
+    out = StatsOut.of(*run_on_store(read), load_settings())
     if json_out:
         echo_json(out.model_dump(mode="json"))
         return
@@ -285,3 +291,12 @@ def stats(json_out: JsonFlag = False) -> None:
         f"oldest due job: {'none' if due is None else 'due for ' + span(due)}", highlight=False
     )
     console.print(f"not due yet: {out.scheduled}", highlight=False)
+    if out.tenants:
+        tenants = plain_table()
+        for name in ("TENANT", "WEIGHT", "PENDING", "RUNNING"):
+            tenants.add_column(name, justify="left" if name == "TENANT" else "right")
+        for tenant in out.tenants:
+            tenants.add_row(
+                tenant.tenant, str(tenant.weight), str(tenant.pending), str(tenant.running)
+            )
+        console.print(tenants)

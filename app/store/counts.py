@@ -7,12 +7,17 @@ row per tenant and status (the worker calls it as it looks back for expired leas
 count is exact whenever read: the rows not folded yet are summed too.
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
+from app.model import JobStatus
 from app.store.database import Database
 from app.store.tables import job_counts
+
+TENANTS_SHOWN = 1000
+"""The most tenants `tenant_loads` returns: the busiest (most pending)."""
 
 FOLD_AT = 1000
 """Rows of changes worth folding: fewer are summed as cheaply as the folded ones."""
@@ -24,6 +29,45 @@ def per_status(tenant: str | None = None) -> sa.Select[Any]:
         job_counts.c.status
     )
     return stmt if tenant is None else stmt.where(job_counts.c.tenant == tenant)
+
+
+@dataclass(frozen=True)
+class TenantLoad:
+    """A tenant's jobs waiting and running: what its quotas are held to."""
+
+    tenant: str
+    pending: int
+    running: int
+
+
+async def tenant_loads(database: Database, tenant: str | None = None) -> list[TenantLoad]:
+    """Each tenant with jobs pending or running (or `tenant` alone), the most pending first;
+    at most TENANTS_SHOWN of them."""
+    total = sa.func.sum(job_counts.c.jobs)
+    pending = sa.func.sum(
+        sa.case((job_counts.c.status == JobStatus.PENDING.value, job_counts.c.jobs), else_=0)
+    )
+    stmt = (
+        sa.select(
+            job_counts.c.tenant,
+            pending,
+            sa.func.sum(
+                sa.case(
+                    (job_counts.c.status == JobStatus.RUNNING.value, job_counts.c.jobs), else_=0
+                )
+            ),
+        )
+        .where(job_counts.c.status.in_([JobStatus.PENDING.value, JobStatus.RUNNING.value]))
+        .group_by(job_counts.c.tenant)
+        .having(total > 0)
+        .order_by(pending.desc(), job_counts.c.tenant)
+        .limit(TENANTS_SHOWN)
+    )
+    if tenant is not None:
+        stmt = stmt.where(job_counts.c.tenant == tenant)
+    async with database.read() as conn:
+        rows = (await conn.execute(stmt)).all()
+    return [TenantLoad(name, int(waiting), int(running)) for name, waiting, running in rows]
 
 
 def _fold(conn: sa.Connection) -> int:

@@ -561,6 +561,10 @@ class JobStore:
             job = await self.get(job_id, tenant)  # JobNotFound when there is none
             raise StateConflict(job_id, job.status, "delete")
 
+    async def tenant_loads(self, tenant: str | None = None) -> Sequence[counts.TenantLoad]:
+        """Each tenant's jobs pending and running (of `tenant`, when given)."""
+        return await counts.tenant_loads(self.db, tenant)
+
     async def stats(self, tenant: str | None = None, domain: str | None = None) -> Stats:
         """Jobs per status, and of the pending: the oldest, the longest due, how many are
         not due yet (of one tenant or domain, when given)."""
