@@ -85,6 +85,9 @@ class PruningQueue:
     async def next_due_at(self, now: datetime) -> None:
         return None
 
+    async def fold_counts(self) -> int:
+        return 0
+
 
 async def test_worker_prunes_at_the_retention_age(make_settings):
     """Every PRUNE_INTERVAL, a tick asks for jobs finished before now - retention days,
