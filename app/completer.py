@@ -10,7 +10,7 @@ it pays (group commit):
   INGEST_RECORD_DELAY_SECONDS, since other outcomes are coming. Only a recorded outcome
 counts: its log line and metrics, and the domain pause policy asks for, follow the write.
 Until then the job stays `running` under its lease, which the worker's heartbeat renews
-(`held`); if the process dies first, the lease runs out and the job is fetched again: at
+(`unrecorded`); if the process dies first, the lease runs out and the job is fetched again: at
 least once, never lost.
 
 A write that fails because the database cannot serve (it is away, full, out of connections:
@@ -76,7 +76,7 @@ class Completer:
         return self._failed_writes > 0
 
     @property
-    def held(self) -> list[Lease]:
+    def unrecorded(self) -> list[Lease]:
         """The leases of outcomes not recorded yet: still running, so still renewed."""
         return [outcome.lease for outcome in (*self._waiting, *self._writing)]
 

@@ -159,9 +159,9 @@ class Worker:
         limit = self.settings.domain_max_in_flight
         if len(self._running) + len(self._queued) + len(outcomes) < limit:
             return  # too few leases in all to have filled any domain: nothing to count
-        held = Counter(lease.domain for lease in (*self._running.values(), *self._queued))
-        held.update(outcome.lease.domain for outcome in outcomes)
-        if any(held[outcome.lease.domain] >= limit for outcome in outcomes):
+        owned = Counter(lease.domain for lease in (*self._running.values(), *self._queued))
+        owned.update(outcome.lease.domain for outcome in outcomes)
+        if any(owned[outcome.lease.domain] >= limit for outcome in outcomes):
             self.notify()
 
     def _on_their_way(self) -> int:
@@ -371,23 +371,23 @@ class Worker:
             timeout = min(timeout, (next_due - now).total_seconds())
         return max(timeout, 0.001)
 
-    def _held(self) -> list[Lease]:
-        return [*self._running.values(), *self._queued, *self.completer.held]
+    def _leases_owned(self) -> list[Lease]:
+        return [*self._running.values(), *self._queued, *self.completer.unrecorded]
 
     async def _heartbeat(self) -> None:
         interval = self.settings.lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
-            held = self._held()
+            owned = self._leases_owned()
             try:
                 until = self.clock() + timedelta(seconds=self.settings.lease_seconds)
-                kept = await self.queue.extend_leases(held, until)
+                kept = await self.queue.extend_leases(owned, until)
             except Exception as exc:
                 log.warning(
                     "worker %s: heartbeat failed (%s); leases may expire", self.id, error_line(exc)
                 )
                 continue
-            self._drop_lost([lease for lease in held if lease not in kept])
+            self._drop_lost([lease for lease in owned if lease not in kept])
 
     async def _announce(self) -> None:
         while True:

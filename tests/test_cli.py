@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
-from app.cli.tables import printable
+from app.cli.output import printable
 from app.clock import utc_now
 from app.model import DeadReason, ErrorKind, Failure, Fetched, MarkDead, NewJob
 from app.settings import Settings

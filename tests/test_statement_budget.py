@@ -85,7 +85,7 @@ async def test_a_drained_backlog_stays_within_the_round_trip_budget(make_setting
             async def drained() -> bool:
                 # Watched without a query, so the count holds the drain's statements only.
                 fetched = sum(web.count(f"/page/{i}") for i in range(JOBS))
-                return fetched == JOBS and not completer.held
+                return fetched == JOBS and not completer.unrecorded
 
             await eventually(drained, timeout=60)
             seen = dict(counts)
@@ -137,7 +137,7 @@ async def test_jobs_one_at_a_time_cost_a_claim_and_a_record_each(make_settings, 
 
                 async def recorded(path: str = path) -> bool:
                     # Watched without a query, so the count holds the worker's own.
-                    return web.count(path) == 1 and not completer.held
+                    return web.count(path) == 1 and not completer.unrecorded
 
                 await eventually(recorded, timeout=30, interval=0.01)
             seen = dict(counts)

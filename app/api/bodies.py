@@ -2,7 +2,7 @@
 
 - Every string of the body, key or value, is Unicode text: JSON's `"\\ud800"` escape makes
   a lone surrogate, which a JSON column would keep and no response could then carry (see
-  `app.strings`). NUL cannot reach a text column: URLs refuse it, tenants have a pattern.
+  `app.safe_strings`). NUL cannot reach a text column: URLs refuse it, tenants have a pattern.
 - `metadata` is at most METADATA_MAX_BYTES of compact JSON, nested at most
   METADATA_MAX_DEPTH deep, with finite numbers only: SQLite stores NaN and Infinity (and
   `1e400`, which Python reads as Infinity) but PostgreSQL's json type refuses them, and
@@ -21,7 +21,7 @@ import json
 import math
 from typing import Any
 
-from app.strings import is_text
+from app.safe_strings import is_text
 
 METADATA_MAX_BYTES = 16 * 1024
 METADATA_MAX_DEPTH = 16

@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException
 
 from app.api.schemas import Problem
 from app.api.submit_rate import SubmitRateExceeded
+from app.safe_strings import shown
 from app.store.jobs import (
     BadCursor,
     IdempotencyConflict,
@@ -35,7 +36,6 @@ from app.store.jobs import (
     StateConflict,
 )
 from app.store.outages import database_unavailable
-from app.strings import shown
 from app.wording import error_line
 
 PROBLEM_JSON = "application/problem+json"

@@ -23,7 +23,7 @@ def domains(
     ] = False,
 ) -> None:
     """Domains with pending or running jobs, a pause or a failure streak."""
-    from app.cli.tables import domains_table, new_console
+    from app.cli.output import domains_table, new_console
     from app.clock import utc_now
     from app.store.domains import DomainStore
 

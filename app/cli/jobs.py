@@ -70,7 +70,7 @@ def list_jobs(
     wide: WideFlag = False,
 ) -> None:
     """Jobs, newest first: a table, or with --json one job per line (as GET /jobs/{id})."""
-    from app.cli.tables import jobs_table, new_console
+    from app.cli.output import jobs_table, new_console
     from app.clock import utc_now
     from app.wire import JobOut
 
@@ -98,7 +98,7 @@ def show(
     wide: WideFlag = False,
 ) -> None:
     """One job and its attempt history; with --json the job as GET /jobs/{id} answers it."""
-    from app.cli.tables import attempts_table, job_details, new_console
+    from app.cli.output import attempts_table, job_details, new_console
     from app.clock import utc_now
     from app.wire import AttemptOut, JobOut
 
@@ -133,7 +133,7 @@ def text(
 ) -> None:
     """A succeeded job's main text (GET /jobs/{id}/text), or its Markdown; control
     characters escaped (ESC as \\x1b), lines and tabs kept."""
-    from app.cli.tables import printable_lines
+    from app.cli.output import printable_lines
     from app.store.reads import Content, ContentStore
     from app.wire import missing_content
 
@@ -220,7 +220,7 @@ def refresh(
 def versions(job_id: JobId, json_lines: JsonFlag = False, wide: WideFlag = False) -> None:
     """The content versions a job keeps, newest first: a table, or with --json one version
     per line (as GET /jobs/{id}/versions lists them)."""
-    from app.cli.tables import new_console, versions_table
+    from app.cli.output import new_console, versions_table
     from app.store.reads import ContentStore
 
     async def read(store: JobStore) -> tuple[str, list[Version] | None]:
@@ -269,7 +269,7 @@ def delete(job_id: JobId) -> None:
 
 def stats(json_out: JsonFlag = False) -> None:
     """Jobs per status; how long the oldest due job has waited, and how many are not due yet."""
-    from app.cli.tables import new_console, plain_table, span
+    from app.cli.output import new_console, plain_table, span
     from app.wire import StatsOut
 
     async def read(store: JobStore) -> tuple[Stats, Sequence[TenantLoad]]:

@@ -62,7 +62,7 @@ def unknown_variables(
 
 def invalid_values(exc: ValidationError) -> list[str]:
     """A problem for each value the settings refused."""
-    from app.cli.tables import printable  # here: Rich is no import of a command that starts
+    from app.cli.output import printable  # here: Rich is no import of a command that starts
 
     properties = Settings.model_json_schema()["properties"]
     problems: list[str] = []

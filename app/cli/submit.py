@@ -82,7 +82,7 @@ def submit(
 
 def _domain(url: str, settings: Settings) -> str:
     """The URL's domain; exit 2 for a URL the API would refuse (422)."""
-    from app.cli.tables import printable
+    from app.cli.output import printable
     from app.fetch.guard import BlockedDestination, Destinations
     from app.fetch.urls import domain_of, job_url
 
@@ -117,7 +117,7 @@ async def _follow(store: JobStore, ids: list[str], timeout: float | None, json_o
 
 def _say(job: Job, json_out: bool) -> None:
     """One line for the job: its JSON, or its id and how it stands."""
-    from app.cli.tables import printable
+    from app.cli.output import printable
     from app.model import JobStatus
     from app.wire import JobOut
 

@@ -17,7 +17,7 @@ def workers(json_lines: JsonFlag = False, wide: WideFlag = False) -> None:
     INGEST_LEASE_SECONDS sets it here); with --json one per line, as GET /workers."""
     from datetime import timedelta
 
-    from app.cli.tables import new_console, workers_table
+    from app.cli.output import new_console, workers_table
     from app.clock import utc_now
     from app.store.workers import WorkerStore
     from app.wire import WorkerOut

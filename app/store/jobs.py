@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from app.model import FINISHED, CallbackContent, JobStatus, NewJob
+from app.safe_strings import shown, storable
 from app.scheduling import DomainState, waiting_for
 from app.store import counts
 from app.store.backends.writes import NewRows
@@ -39,7 +40,6 @@ from app.store.tables import (
     status_is,
     tenants,
 )
-from app.strings import shown, storable
 
 
 class JobNotFound(LookupError):

@@ -19,7 +19,7 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
    as the claim locks them: `app.store.claim`).
 
 Every string an outcome brings from the remote side is bound as one both databases hold
-(`app.strings.storable_text`): a lone surrogate or a NUL would fail the whole batch.
+(`app.safe_strings.storable_text`): a lone surrogate or a NUL would fail the whole batch.
 
 Every statement is compiled and bound before the transaction opens (`Recording`): the
 SQLite writer is held for running them, not for Python work. Only when the fence drops
@@ -51,12 +51,12 @@ from app.model import (
     PageMetadata,
     Reschedule,
 )
+from app.safe_strings import storable_text
 from app.store.backends import Backend
 from app.store.backends.writes import Writes
 from app.store.deliveries import owe
 from app.store.dialect import all_rows, floor_minus, lock_rows
 from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is, tenants
-from app.strings import storable_text
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Recorded:
     """For each domain an outcome said is failing: its consecutive failures now."""
 
 
-def _held() -> sa.ColumnElement[bool]:
+def _fenced() -> sa.ColumnElement[bool]:
     """The fence of every write: the job still runs under this very claim."""
     return sa.and_(
         jobs.c.id == sa.bindparam("job"),
@@ -105,7 +105,7 @@ _LEFT_RUNNING: dict[str, Any] = {
 
 _SUCCEED = (
     sa.update(jobs)
-    .where(_held())
+    .where(_fenced())
     .values(
         status=JobStatus.SUCCEEDED.value,
         result_http_status=sa.bindparam("http_status"),
@@ -129,7 +129,7 @@ _SUCCEED = (
 
 _CONFIRM = (
     sa.update(jobs)
-    .where(_held())
+    .where(_fenced())
     .values(
         status=JobStatus.SUCCEEDED.value,
         result_etag=sa.bindparam("etag"),
@@ -166,7 +166,7 @@ _MOVE_ON = {
 
 _FAIL = (
     sa.update(jobs)
-    .where(_held())
+    .where(_fenced())
     .values(
         last_error_kind=sa.bindparam("error_kind"),
         last_error_type=sa.bindparam("error_type"),
@@ -177,7 +177,7 @@ _FAIL = (
     )
 )
 
-_HAND_BACK = sa.update(jobs).where(_held()).values(**_MOVE_ON)
+_HAND_BACK = sa.update(jobs).where(_fenced()).values(**_MOVE_ON)
 """A move on that keeps the job's last error: a shutdown's hand-back has none to add."""
 
 _CLOSE_ATTEMPT = (

@@ -174,11 +174,11 @@ async def test_what_is_added_during_a_write_goes_in_the_next_one_whole():
     await store.writing.wait()
     for n in (2, 3, 4):
         completer.add(outcome(n))
-    assert {"job-1", "job-2", "job-3", "job-4"} == {held.id for held in completer.held}
+    assert {"job-1", "job-2", "job-3", "job-4"} == {held.id for held in completer.unrecorded}
     store.open.set()
     await settle()
     assert [["job-1"], ["job-2", "job-3", "job-4"]] == store.batches
-    assert [] == completer.held
+    assert [] == completer.unrecorded
     completer.close()
     await running
 
@@ -299,4 +299,4 @@ async def test_held_lists_the_leases_not_recorded_yet(their_way):
     store.open.clear()
     completer = make(store, their_way=their_way)
     completer.add(outcome(1))
-    assert ["job-1"] == [held.id for held in completer.held]
+    assert ["job-1"] == [held.id for held in completer.unrecorded]

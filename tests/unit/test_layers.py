@@ -6,7 +6,15 @@ from pathlib import Path
 APP = Path(__file__).resolve().parents[2] / "app"
 
 LAYERS = [
-    ("app", "app.model", "app.settings", "app.keys", "app.clock", "app.strings", "app.wording"),
+    (
+        "app",
+        "app.model",
+        "app.settings",
+        "app.keys",
+        "app.clock",
+        "app.safe_strings",
+        "app.wording",
+    ),
     ("app.policy", "app.scheduling", "app.robots", "app.content", "app.fetch"),
     ("app.store",),
     ("app.wire", "app.metrics", "app.observability", "app.loop", "app.event_loops"),

@@ -14,6 +14,7 @@ from app.model import (
     Complete,
     Confirm,
     DeadReason,
+    DomainPause,
     DomainSignal,
     ErrorKind,
     Failure,
@@ -29,6 +30,7 @@ from app.policy import (
     classify_exception,
     classify_status,
     decide,
+    domain_pause,
     settle,
     unsettled,
 )
@@ -596,3 +598,60 @@ def test_a_refresh_answered_404_or_410_is_gone(status) -> None:
 def test_a_refresh_failing_transiently_is_retried_as_any_fetch() -> None:
     failure = Failure(TRANSIENT, "HTTPStatus", "HTTP 503", 503)
     assert isinstance(decide(failure, 1, 4, 0, NOW, settings(), refresh=True), Reschedule)
+
+
+def _pause_settings() -> Settings:
+    values = {"backoff_base_seconds": 10, "backoff_max_seconds": 100, "backoff_jitter": 0.0}
+    return Settings(_env_file=None, **values)
+
+
+def _http(status: int, kind: ErrorKind, retry_after: str | None = None) -> Failure:
+    return Failure(kind, "HTTPStatus", f"HTTP {status}", status, retry_after)
+
+
+_TIMEOUT = Failure(ErrorKind.TRANSIENT, "ConnectTimeout", "timed out")
+
+
+@pytest.mark.parametrize(
+    ("failure", "consecutive", "pause"),
+    [
+        (
+            _http(429, ErrorKind.RATE_LIMITED, "120"),
+            1,
+            DomainPause(NOW + timedelta(seconds=120), "HTTP 429, Retry-After 120s"),
+        ),
+        (
+            _http(429, ErrorKind.RATE_LIMITED),
+            1,
+            DomainPause(NOW + timedelta(seconds=10), "HTTP 429, backoff 10s"),
+        ),
+        (
+            _http(503, ErrorKind.RATE_LIMITED, "30"),
+            1,
+            DomainPause(NOW + timedelta(seconds=30), "HTTP 503, Retry-After 30s"),
+        ),
+        (
+            _http(503, ErrorKind.TRANSIENT),
+            2,
+            DomainPause(NOW + timedelta(seconds=20), "HTTP 503, backoff 20s"),
+        ),
+        (_TIMEOUT, 2, None),
+        (
+            _TIMEOUT,
+            3,
+            DomainPause(NOW + timedelta(seconds=40), "ConnectTimeout, backoff 40s"),
+        ),
+        (_http(500, ErrorKind.TRANSIENT), 1, None),
+        (
+            _http(500, ErrorKind.TRANSIENT),
+            4,
+            DomainPause(NOW + timedelta(seconds=80), "HTTP 500, backoff 80s"),
+        ),
+        (_http(404, ErrorKind.FATAL), 9, None),
+        (Failure(ErrorKind.FATAL, "NameNotFound", "nx"), 9, None),
+    ],
+)
+def test_domain_pause(failure, consecutive, pause):
+    """429/503 pause at once (Retry-After, else backoff); other transients at the threshold;
+    fatal answers such as a 404 never."""
+    assert pause == domain_pause(failure, consecutive, NOW, _pause_settings(), rand=lambda: 0.5)

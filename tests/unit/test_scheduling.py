@@ -4,8 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.model import Blocked, BlockReason, DomainPause, ErrorKind, Failure
-from app.policy import domain_pause
+from app.model import Blocked, BlockReason
 from app.scheduling import (
     PASS_UNIT,
     Candidate,
@@ -25,58 +24,6 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 def settings(**overrides) -> Settings:
     values = {"backoff_base_seconds": 10, "backoff_max_seconds": 100, "backoff_jitter": 0.0}
     return Settings(_env_file=None, **(values | overrides))
-
-
-def http(status: int, kind: ErrorKind, retry_after: str | None = None) -> Failure:
-    return Failure(kind, "HTTPStatus", f"HTTP {status}", status, retry_after)
-
-
-TIMEOUT = Failure(ErrorKind.TRANSIENT, "ConnectTimeout", "timed out")
-
-
-@pytest.mark.parametrize(
-    ("failure", "consecutive", "pause"),
-    [
-        (
-            http(429, ErrorKind.RATE_LIMITED, "120"),
-            1,
-            DomainPause(NOW + timedelta(seconds=120), "HTTP 429, Retry-After 120s"),
-        ),
-        (
-            http(429, ErrorKind.RATE_LIMITED),
-            1,
-            DomainPause(NOW + timedelta(seconds=10), "HTTP 429, backoff 10s"),
-        ),
-        (
-            http(503, ErrorKind.RATE_LIMITED, "30"),
-            1,
-            DomainPause(NOW + timedelta(seconds=30), "HTTP 503, Retry-After 30s"),
-        ),
-        (
-            http(503, ErrorKind.TRANSIENT),
-            2,
-            DomainPause(NOW + timedelta(seconds=20), "HTTP 503, backoff 20s"),
-        ),
-        (TIMEOUT, 2, None),
-        (
-            TIMEOUT,
-            3,
-            DomainPause(NOW + timedelta(seconds=40), "ConnectTimeout, backoff 40s"),
-        ),
-        (http(500, ErrorKind.TRANSIENT), 1, None),
-        (
-            http(500, ErrorKind.TRANSIENT),
-            4,
-            DomainPause(NOW + timedelta(seconds=80), "HTTP 500, backoff 80s"),
-        ),
-        (http(404, ErrorKind.FATAL), 9, None),
-        (Failure(ErrorKind.FATAL, "NameNotFound", "nx"), 9, None),
-    ],
-)
-def test_domain_pause(failure, consecutive, pause):
-    """429/503 pause at once (Retry-After, else backoff); other transients at the threshold;
-    fatal answers such as a 404 never."""
-    assert pause == domain_pause(failure, consecutive, NOW, settings(), rand=lambda: 0.5)
 
 
 def job(i: int, tenant: str = "a", domain: str = "d.test", priority: int = 0) -> Candidate:

@@ -1,4 +1,4 @@
-"""app.strings and app.api.bodies: which strings can be stored, what a job's body may hold,
+"""app.safe_strings and app.api.bodies: which strings can be stored, what a job's body may hold,
 and how stored JSON is made safe to send."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from app.api.bodies import METADATA_MAX_BYTES, bounded_metadata, text_only
-from app.strings import is_text, shown, storable, storable_text
+from app.safe_strings import is_text, shown, storable, storable_text
 
 
 @pytest.mark.parametrize(
