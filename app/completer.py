@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 
 from app import observability as events
 from app import policy
-from app.model import Complete, Confirm, DomainPause, DomainSignal, Lease, Outcome
+from app.model import DomainPause, DomainSignal, Lease, MarkDead, Outcome, Reschedule
 from app.settings import Settings
 from app.store.outages import database_unavailable, error_wait
 from app.store.queue import Queue
@@ -210,12 +210,9 @@ class Completer:
         pauses: dict[str, DomainPause] = {}
         for outcome in recorded.outcomes:
             decision = outcome.decision
-            if outcome.domain is not DomainSignal.FAILING or isinstance(
-                decision, Complete | Confirm
-            ):
+            if outcome.domain is not DomainSignal.FAILING or not outcome.transition.failed:
                 continue
-            if decision.failure is None:
-                continue
+            assert isinstance(decision, Reschedule | MarkDead) and decision.failure is not None
             domain = outcome.lease.domain
             count = _streak(recorded, domain)
             pause = policy.domain_pause(decision.failure, count, now, self.settings, self.rand)

@@ -355,6 +355,34 @@ class MarkDead:
 Decision = Complete | Confirm | Reschedule | MarkDead
 
 
+class Transition(StrEnum):
+    """Why a recorded attempt moved its job where it did. Decided once, by policy (each
+    outcome's maker in `app.policy`), and read as it is by the store, the log lines, the
+    metrics and the domain pauses: none of them works it out again from a decision's fields."""
+
+    SUCCEEDED = "succeeded"
+    """Content stored: a first fetch, or a refresh that found the page changed."""
+    CONFIRMED = "confirmed"
+    """A refresh found the page unchanged (HTTP 304, or the same text): the version kept."""
+    RETRY_SCHEDULED = "retry_scheduled"
+    """Failed and pending again at its `retry_at`; the attempt counts."""
+    DEFERRED = "deferred"
+    """Rate-limited: pending again when the server asked; the attempt given back."""
+    DEAD = "dead"
+    """Failed for good: the decision's `DeadReason` says why."""
+    HANDED_BACK = "handed_back"
+    """Its worker gave it back unfetched or unfinished (shutdown, a higher priority): due
+    now, the attempt given back, its last error kept."""
+    LEASE_EXPIRED = "lease_expired"
+    """Taken back from a worker gone silent: due now, or dead (`lease_expired`) with no
+    attempt left."""
+
+    @property
+    def failed(self) -> bool:
+        """Whether the attempt failed (its decision carries the failure)."""
+        return self not in (Transition.SUCCEEDED, Transition.CONFIRMED, Transition.HANDED_BACK)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A finished attempt as policy settled it: what the store records, as given."""
@@ -363,6 +391,7 @@ class Outcome:
     decision: Decision
     ended: AttemptOutcome
     duration_ms: int
+    transition: Transition
     domain: DomainSignal = DomainSignal.SILENT
     message: str | None = None
     """The attempt's message when the decision carries no failure (a shutdown's hand-back)."""

@@ -47,6 +47,7 @@ from app.model import (
     MarkDead,
     Outcome,
     Reschedule,
+    Transition,
 )
 from app.wording import counted, seconds
 
@@ -197,16 +198,19 @@ def job_started(lease: Lease) -> None:
 
 def recorded(outcome: Outcome) -> None:
     """A finished attempt was recorded: its one log line, and its counts."""
-    decision = outcome.decision
-    if isinstance(decision, Complete):
+    decision, transition = outcome.decision, outcome.transition
+    if transition is Transition.SUCCEEDED:
+        assert isinstance(decision, Complete)
         _succeeded(outcome, decision)
-    elif isinstance(decision, Confirm):
+    elif transition is Transition.CONFIRMED:
+        assert isinstance(decision, Confirm)
         _confirmed(outcome, decision)
-    elif outcome.ended is AttemptOutcome.INTERRUPTED and decision.failure is None:
+    elif transition is Transition.HANDED_BACK:
         _released(outcome)
-    elif outcome.ended is AttemptOutcome.INTERRUPTED:
+    elif transition is Transition.LEASE_EXPIRED:
         _reclaimed(outcome)
     else:
+        assert isinstance(decision, Reschedule | MarkDead)
         _failed(outcome, decision)
 
 

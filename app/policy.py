@@ -74,6 +74,7 @@ from app.model import (
     MarkDead,
     Outcome,
     Reschedule,
+    Transition,
     Unmodified,
 )
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
@@ -228,7 +229,7 @@ def settle(
     what it says of the domain."""
     previous = lease.previous
     if isinstance(result, Failure):
-        decision: Decision = decide(
+        settled = decide(
             result,
             lease.attempt,
             lease.max_attempts,
@@ -239,14 +240,19 @@ def settle(
             refresh=previous is not None,
         )
         return Outcome(
-            lease, decision, AttemptOutcome(result.kind), duration_ms, domain_signal(result)
+            lease,
+            settled,
+            AttemptOutcome(result.kind),
+            duration_ms,
+            failed(settled),
+            domain=domain_signal(result),
         )
     refresh_at = next_refresh(lease.refresh_every, now)
     if isinstance(result, Fetched) and (
         previous is None or previous.text_sha256 != result.text_sha256
     ):
-        decision = Complete(result, refresh_at, changed=previous is not None)
-        ended = AttemptOutcome.SUCCEEDED
+        decision: Complete | Confirm = Complete(result, refresh_at, changed=previous is not None)
+        ended, transition = AttemptOutcome.SUCCEEDED, Transition.SUCCEEDED
     else:
         if isinstance(result, Fetched):
             result = Unmodified(
@@ -258,7 +264,15 @@ def settle(
                 result.sha256,
             )
         decision, ended = Confirm(result, refresh_at), result.ended
-    return Outcome(lease, decision, ended, duration_ms, DomainSignal.ANSWERED)
+        transition = Transition.CONFIRMED
+    return Outcome(lease, decision, ended, duration_ms, transition, domain=DomainSignal.ANSWERED)
+
+
+def failed(decision: Reschedule | MarkDead) -> Transition:
+    """The transition of a failed attempt as `decide` settled it."""
+    if isinstance(decision, MarkDead):
+        return Transition.DEAD
+    return Transition.DEFERRED if decision.deferral is not None else Transition.RETRY_SCHEDULED
 
 
 def next_refresh(refresh_every: int | None, now: datetime) -> datetime | None:
@@ -278,7 +292,13 @@ def unsettled(lease: Lease, exc: Exception, duration_ms: int) -> Outcome:
     """The outcome of an attempt whose outcome could not be decided (`settle` or the fetch
     raised `exc`): the job is dead, fatal (`unexpected`); nothing is said of its domain."""
     failure = unexpected(exc)
-    return Outcome(lease, MarkDead(DeadReason.FATAL, failure), AttemptOutcome.FATAL, duration_ms)
+    return Outcome(
+        lease,
+        MarkDead(DeadReason.FATAL, failure),
+        AttemptOutcome.FATAL,
+        duration_ms,
+        Transition.DEAD,
+    )
 
 
 LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"
@@ -292,7 +312,9 @@ def expired(lease: Lease, now: datetime) -> Outcome:
     if lease.attempt >= lease.max_attempts:
         decision = MarkDead(DeadReason.LEASE_EXPIRED, failure)
     duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
-    return Outcome(lease, decision, AttemptOutcome.INTERRUPTED, duration_ms)
+    return Outcome(
+        lease, decision, AttemptOutcome.INTERRUPTED, duration_ms, Transition.LEASE_EXPIRED
+    )
 
 
 def handed_back(lease: Lease, now: datetime) -> Outcome:
@@ -300,7 +322,12 @@ def handed_back(lease: Lease, now: datetime) -> Outcome:
     duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
     decision = Reschedule(None, spends_attempt=False)
     return Outcome(
-        lease, decision, AttemptOutcome.INTERRUPTED, duration_ms, message="worker shutting down"
+        lease,
+        decision,
+        AttemptOutcome.INTERRUPTED,
+        duration_ms,
+        Transition.HANDED_BACK,
+        message="worker shutting down",
     )
 
 
@@ -314,6 +341,7 @@ def yielded(lease: Lease, now: datetime) -> Outcome:
         decision,
         AttemptOutcome.INTERRUPTED,
         duration_ms,
+        Transition.HANDED_BACK,
         message="a job of a higher priority was submitted",
     )
 

@@ -13,18 +13,23 @@ from app.model import (
     MarkDead,
     Outcome,
     Reschedule,
+    Transition,
 )
 from app.store.queue import Queue
 
 
 def succeeded(lease: Lease, fetched: Fetched, duration_ms: int = 1) -> Outcome:
-    return Outcome(lease, Complete(fetched), AttemptOutcome.SUCCEEDED, duration_ms)
+    return Outcome(
+        lease, Complete(fetched), AttemptOutcome.SUCCEEDED, duration_ms, Transition.SUCCEEDED
+    )
 
 
 def failed(lease: Lease, decision: Reschedule | MarkDead, duration_ms: int = 1) -> Outcome:
     failure = decision.failure
     assert isinstance(failure, Failure)
-    return Outcome(lease, decision, AttemptOutcome(failure.kind), duration_ms)
+    return Outcome(
+        lease, decision, AttemptOutcome(failure.kind), duration_ms, policy.failed(decision)
+    )
 
 
 async def record(queue: Queue, outcome: Outcome, now: datetime) -> bool:

@@ -50,6 +50,7 @@ from app.model import (
     Outcome,
     PageMetadata,
     Reschedule,
+    Transition,
 )
 from app.safe_strings import storable_text
 from app.store.backends import Backend
@@ -402,9 +403,10 @@ class _Plan:
             self.finished[DeliveryEvent.JOB_GONE if gone else DeliveryEvent.JOB_DEAD].append(
                 outcome.lease.id
             )
-        if decision.failure is None:
+        if outcome.transition is Transition.HANDED_BACK:
             self.hand_back.append(values)
         else:
+            assert decision.failure is not None
             self.fail.append(values | _last_error(decision.failure))
 
 

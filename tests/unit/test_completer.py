@@ -22,6 +22,7 @@ from app.model import (
     Lease,
     Outcome,
     Reschedule,
+    Transition,
 )
 from app.settings import Settings
 from app.store.queue import Queue
@@ -57,6 +58,7 @@ def outcome(
         Reschedule(NOW + timedelta(seconds=10), 10.0, failure),
         AttemptOutcome.TRANSIENT,
         1,
+        Transition.RETRY_SCHEDULED,
         DomainSignal.FAILING if status else DomainSignal.SILENT,
     )
 

@@ -23,6 +23,7 @@ from app.model import (
     MarkDead,
     Previous,
     Reschedule,
+    Transition,
     Unmodified,
 )
 from app.policy import (
@@ -31,8 +32,11 @@ from app.policy import (
     classify_status,
     decide,
     domain_pause,
+    expired,
+    handed_back,
     settle,
     unsettled,
+    yielded,
 )
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
 
@@ -655,3 +659,68 @@ def test_domain_pause(failure, consecutive, pause):
     """429/503 pause at once (Retry-After, else backoff); other transients at the threshold;
     fatal answers such as a 404 never."""
     assert pause == domain_pause(failure, consecutive, NOW, _pause_settings(), rand=lambda: 0.5)
+
+
+# ---- transitions: each outcome's maker names it once ------------------------------------------
+
+
+def _lease_at(attempt: int, previous: Previous | None = None) -> Lease:
+    return Lease(
+        "j", "http://a.test/", "a.test", "t", attempt, 3, 0, "w", "l", NOW, previous=previous
+    )
+
+
+def _answer(status: int, kind: ErrorKind) -> Failure:
+    return Failure(kind, "HTTPStatus", f"HTTP {status}", status)
+
+
+@pytest.mark.parametrize(
+    ("make", "transition"),
+    [
+        (lambda: settle(_lease_at(1), fetched("h"), 5, NOW, settings()), Transition.SUCCEEDED),
+        (
+            lambda: settle(_lease_at(1, PREVIOUS), fetched("text-hash"), 5, NOW, settings()),
+            Transition.CONFIRMED,
+        ),
+        (
+            lambda: settle(_lease_at(1), _answer(500, TRANSIENT), 5, NOW, settings()),
+            Transition.RETRY_SCHEDULED,
+        ),
+        (
+            lambda: settle(_lease_at(1), _answer(429, RATE_LIMITED), 5, NOW, settings()),
+            Transition.DEFERRED,
+        ),
+        (
+            lambda: settle(_lease_at(3), _answer(500, TRANSIENT), 5, NOW, settings()),
+            Transition.DEAD,
+        ),
+        (
+            lambda: settle(_lease_at(1), _answer(404, FATAL), 5, NOW, settings()),
+            Transition.DEAD,
+        ),
+        (lambda: unsettled(_lease_at(1), ValueError("x"), 5), Transition.DEAD),
+        (lambda: expired(_lease_at(1), NOW), Transition.LEASE_EXPIRED),
+        (lambda: expired(_lease_at(3), NOW), Transition.LEASE_EXPIRED),
+        (lambda: handed_back(_lease_at(1), NOW), Transition.HANDED_BACK),
+        (lambda: yielded(_lease_at(1), NOW), Transition.HANDED_BACK),
+    ],
+    ids=[
+        "success",
+        "unchanged",
+        "5xx",
+        "429",
+        "5xx, budget spent",
+        "404",
+        "unsettled",
+        "lease expired",
+        "lease expired, budget spent",
+        "shutdown",
+        "yielded to a priority",
+    ],
+)
+def test_each_outcome_names_its_transition(make, transition) -> None:
+    outcome = make()
+    assert transition is outcome.transition
+    decision = outcome.decision
+    carries_failure = isinstance(decision, Reschedule | MarkDead) and decision.failure is not None
+    assert carries_failure == outcome.transition.failed
