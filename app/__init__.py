@@ -10,7 +10,8 @@ A job's life, and where each step lives:
    fetch/pool.py): a `Fetched` or a `Failure`. With INGEST_ROBOTS_TXT=obey, the origin's
    robots.txt is asked first (fetch/robots.py, its rules in robots.py).
 4. Policy settles it (policy.py `settle`, the backoff formula in `backoff_delay`): complete,
-   pending again with a `retry_after`, or dead.
+   pending again with a `retry_after`, or dead; and names the transition once
+   (model.py `Transition`), which the store, logs, metrics and pauses read as it is.
 5. The completer (completer.py) records outcomes in batches, and the store writes each as
    given, fenced on the lease (store/record.py); a success stores the body and text, and a
    finished job's callback is owed, in that transaction. Then, from the failures recorded,
