@@ -129,6 +129,9 @@ class Runtime:
         in this process or, `in_a_process`, in a child (`app.worker_process`). `clock` and
         `resolver` (the SSRF guard's DNS) are there for tests to replace."""
         database = Database(settings.database_url, settings.database_pool_size)
+        # Parsed once (a long INGEST_BLOCKED_HOSTS takes milliseconds): the API's checks, the
+        # fetcher's guard and the webhooks' guard share it.
+        destinations = Destinations.from_settings(settings)
         background = Background()
         # A submit in this process wakes the worker at once: this process's, on the worker's
         # loop, or the child's, through its pipe.
@@ -157,14 +160,14 @@ class Runtime:
             DeliveryStore(database),
             ContentStore(database),
             WorkerStore(database, clock),
-            Destinations.from_settings(settings),
+            destinations,
             Keys.of(settings.api_keys),
             background,
             worker_process=child,
         )
         if run_worker and child is None:
             beside = runtime.worker_database = database.beside()
-            runtime.fetcher = Fetcher(settings, resolver=resolver)
+            runtime.fetcher = Fetcher(settings, resolver=resolver, destinations=destinations)
             queue = Queue(beside, settings)
             runtime.worker = Worker(queue, runtime.fetcher, settings, clock)
             runtime.deliverer = Deliverer(
@@ -174,6 +177,7 @@ class Runtime:
                 settings,
                 clock,
                 resolver,
+                destinations=destinations,
             )
         return runtime
 

@@ -92,7 +92,10 @@ class Deliverer:
         resolver: Resolver = system_resolver,
         rand: Callable[[], float] = random.random,
         wakeup: Wakeup | None = None,
+        destinations: Destinations | None = None,
     ) -> None:
+        """`destinations`: the SSRF guard's rules, as the composition root parsed them (else
+        parsed from `settings` here)."""
         self.deliveries = deliveries
         self.jobs = jobs
         self.contents = contents
@@ -107,7 +110,9 @@ class Deliverer:
             follow_redirects=False,  # a 3xx is fatal: the receiver is misconfigured
             cookies=no_cookies(),  # one receiver's cookie is no other's business
             timeout=settings.webhook_timeout_seconds,
-            transport=GuardedTransport(Destinations.from_settings(settings), limits, resolver),
+            transport=GuardedTransport(
+                destinations or Destinations.from_settings(settings), limits, resolver
+            ),
             # The answer's body is never read; no coding, so none could be inflated.
             headers={"User-Agent": f"ingest/{__version__} webhooks", "Accept-Encoding": "identity"},
         )

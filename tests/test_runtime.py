@@ -6,6 +6,7 @@ import threading
 import time
 
 from app.fetch.fetcher import Fetcher
+from app.runtime import Runtime
 from tests.conftest import eventually, running_app, submit, wait_for_status
 
 BLOCK_SECONDS = 3.0
@@ -52,3 +53,13 @@ async def test_a_submit_wakes_the_worker_on_its_loop(make_settings, web):
         await eventually(ticked)
         job = await submit(client, web.url("/page"))
         await wait_for_status(client, job["id"], "succeeded", timeout=10)
+
+
+def test_the_ssrf_rules_are_parsed_once_for_the_api_the_fetcher_and_the_webhooks(make_settings):
+    """The composition root parses INGEST_BLOCKED_HOSTS and friends once: the API's checks,
+    every fetch client's guard and the webhooks' guard hold the same rules."""
+    runtime = Runtime.build(make_settings(), run_worker=True)
+    assert runtime.fetcher is not None and runtime.deliverer is not None
+    guards = [client._transport for client in runtime.fetcher.clients]
+    guards.append(runtime.deliverer.client._transport)
+    assert all(guard.destinations is runtime.destinations for guard in guards)

@@ -134,13 +134,16 @@ class Fetcher:
         settings: Settings,
         transport: httpx.AsyncBaseTransport | None = None,
         resolver: Resolver = system_resolver,
+        destinations: Destinations | None = None,
     ):
-        """`transport` replaces the guarded one (unit tests); `resolver` is the guard's DNS."""
+        """`transport` replaces the guarded one (unit tests); `resolver` is the guard's DNS;
+        `destinations` the guard's rules, as the composition root parsed them (else parsed
+        from `settings` here)."""
         self.settings = settings
         if transport is not None:
             self.clients = [self._client(transport)]
         else:
-            destinations = Destinations.from_settings(settings)
+            destinations = destinations or Destinations.from_settings(settings)
             self.clients = [
                 self._client(GuardedTransport(destinations, _limits(size), resolver))
                 for size in pool_sizes(settings.worker_concurrency)
