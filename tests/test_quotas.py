@@ -120,3 +120,12 @@ async def test_stats_show_each_tenants_load_weight_and_the_quotas(make_settings,
     assert 'data-tenant="shop"' in page
     assert '<td class="num">3/10</td>' in page
     assert '<td class="num">0/4</td>' in page
+
+
+async def test_a_tenant_filter_no_row_can_hold_shows_no_tenants(make_settings):
+    """A NUL in the dashboard's tenant filter matches no tenant: the Tenants table is empty,
+    not a server error (PostgreSQL refuses such a string rather than match nothing)."""
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        page = await client.get("/dashboard", params={"tenant": "a\x00b"})
+    assert 200 == page.status_code
+    assert 'id="tenants"' not in page.text

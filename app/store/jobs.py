@@ -563,6 +563,8 @@ class JobStore:
 
     async def tenant_loads(self, tenant: str | None = None) -> Sequence[counts.TenantLoad]:
         """Each tenant's jobs pending and running (of `tenant`, when given)."""
+        if not _storable(tenant):
+            return []
         return await counts.tenant_loads(self.db, tenant)
 
     async def stats(self, tenant: str | None = None, domain: str | None = None) -> Stats:
