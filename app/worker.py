@@ -143,7 +143,8 @@ class Worker:
         """Look again if what was just recorded may have made a job claimable: a job pending
         again (a retry, a deferral, a hand-back), a domain this worker had filled to its
         in-flight limit (others' records wake them), or any domain when starts are spaced
-        (INGEST_DOMAIN_MIN_INTERVAL_SECONDS, or a Crawl-delay when robots.txt is obeyed). A
+        (INGEST_DOMAIN_MIN_INTERVAL_SECONDS, or a Crawl-delay when robots.txt is obeyed), or
+        any tenant when its jobs in flight are capped (INGEST_TENANT_MAX_IN_FLIGHT). A
         success or a death at a trickle frees nothing anyone waits for: no pass, which would
         only look and find nothing. After passes held back while records failed, the first
         record wakes it: claims resume."""
@@ -151,6 +152,7 @@ class Worker:
             self._held_back
             or self.settings.domain_min_interval_seconds
             or self.robots is not None  # a Crawl-delay spaces starts
+            or self.settings.tenant_max_in_flight  # a tenant at its quota has a slot again
             or any(isinstance(outcome.decision, Reschedule) for outcome in outcomes)
         ):
             self._held_back = False
