@@ -260,6 +260,7 @@ class QueueMachine(RuleBasedStateMachine):
     def claim(self, limit: int, worker: str) -> None:
         claimable = self._claimable()
         leases = self.run(self.queue.claim(worker, limit, self.now, LEASE_SECONDS))
+        self._came_due()
         assert len(leases) <= limit
         assert not claimable or leases, "a claim took nothing though jobs were claimable"
         for lease in leases:
@@ -267,6 +268,14 @@ class QueueMachine(RuleBasedStateMachine):
             self._claimed(lease)
         for domain, running in self._running_per_domain().items():
             assert running <= SETTINGS.domain_max_in_flight, domain
+
+    def _came_due(self) -> None:
+        """A claim that looks first moves every waiting job that came due among the ready
+        ones (`app.store.claim`, step 0): its `retry_after` is cleared."""
+        for job_id, job in self.model.items():
+            waited = job.retry_after
+            if job.status == JobStatus.PENDING and waited is not None and waited <= self.now:
+                self.model[job_id] = replace(job, retry_after=None)
 
     def _claimed(self, lease: Lease) -> None:
         before = self.model[lease.id]

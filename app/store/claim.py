@@ -1,5 +1,10 @@
 """Where a job is claimed: the one transaction that turns due pending jobs into leases.
 
+0. Waiting jobs that came due join the ready ones (`stage_due`): a retry, a deferral or a
+   `not_before` keeps its `retry_after` outside the claim's indexes (`app.store.tables.READY`)
+   until a claim moves it in, oldest due first, as Oban's stager and River's scheduler
+   make scheduled jobs available. It is when it came due that moves in, as its
+   `updated_at`: the queue lag still counts from then.
 1. Tenants with a job claimable now (`claimable_now`: due, on a domain that may take a
    fetch now) and under their in-flight quota, lowest pass first (fair share, weighted:
    `app.scheduling`; a pass never counts below the floor, the highest pass any tenant was
@@ -67,6 +72,7 @@ from app.store.tables import (
     domains,
     jobs,
     new_domain,
+    ready,
     status_is,
     tenants,
 )
@@ -97,9 +103,10 @@ _JOBS_AND_DOMAINS = jobs.outerjoin(domains, domains.c.domain == jobs.c.domain)
 
 
 def claimable_now(select: sa.Select[Any]) -> sa.Select[Any]:
-    """`select` of the jobs a claim may take now: pending, due, and on a domain that may
-    start a fetch. The one filter behind the look before a claim, the tenants' turn and the
-    candidates (bound: `now`, `domain_limit`).
+    """`select` of the jobs a claim may take now: ready (pending, no `retry_after`: due, or
+    moved in by step 0), and on a domain that may start a fetch. The one filter behind the
+    look before a claim, the tenants' turn and the candidates (bound: `now`,
+    `domain_limit`).
 
     It reads each job beside its domain's row (`_JOBS_AND_DOMAINS`, an outer join on the
     row's primary key), so a claim reads the rows of its candidates' domains only, however
@@ -111,10 +118,29 @@ def claimable_now(select: sa.Select[Any]) -> sa.Select[Any]:
     join walks the primary key or hashes the table once; and not NOT EXISTS, which it turns
     into an anti join that may hash the whole table once per tenant, however large."""
     return select.select_from(_JOBS_AND_DOMAINS).where(
-        status_is(JobStatus.PENDING),
-        sa.or_(jobs.c.retry_after.is_(None), jobs.c.retry_after <= _now()),
-        ~sa.func.coalesce(_blocks(), sa.false()),
+        ready(), ~sa.func.coalesce(_blocks(), sa.false())
     )
+
+
+STAGED_AT_MOST = 1000
+"""Waiting jobs one claim moves in at most: after an outage many come due at once, and a
+claim should stay short; the next claims move in the rest, oldest due first."""
+
+_CAME_DUE = sa.select(jobs.c.id).where(status_is(JobStatus.PENDING), jobs.c.retry_after <= _now())
+"""Waiting jobs whose `retry_after` has passed (ix_jobs_pending_retry_after)."""
+
+_STAGE = (
+    sa.update(jobs)
+    .where(
+        jobs.c.id.in_(
+            lock_skipping(_CAME_DUE.order_by(jobs.c.retry_after).limit(STAGED_AT_MOST), of=jobs)
+        )
+    )
+    # Both read the row as it was: `updated_at` becomes when the job came due.
+    .values(retry_after=None, updated_at=jobs.c.retry_after)
+)
+
+_ANY_CAME_DUE = _CAME_DUE.limit(_ONE)
 
 
 def _bound(now: datetime, settings: Settings, **values: object) -> dict[str, object]:
@@ -287,9 +313,17 @@ _TURNS = (
 
 
 async def anything_claimable(conn: AsyncConnection, now: datetime, settings: Settings) -> bool:
-    """Is any job claimable now? A cheap look before a claim: the first row in claim order
-    that qualifies ends it."""
-    return (await conn.execute(_ANYTHING_CLAIMABLE, _bound(now, settings))).first() is not None
+    """Is any job claimable now, or has a waiting one come due (step 0 would move it in)? A
+    cheap look before a claim: the first row in claim order that qualifies ends it."""
+    for look in (_ANYTHING_CLAIMABLE, _ANY_CAME_DUE):
+        if (await conn.execute(look, _bound(now, settings))).first() is not None:
+            return True
+    return False
+
+
+def stage_due(conn: sa.Connection, now: datetime) -> int:
+    """Step 0: move waiting jobs that came due among the ready ones; how many moved."""
+    return conn.execute(_STAGE, {"now": now}).rowcount
 
 
 class _Leasable(NamedTuple):
@@ -373,11 +407,13 @@ async def claim(
     lease_seconds: float,
     settings: Settings,
     look_first: bool = True,
+    stage: bool = True,
 ) -> list[Lease]:
     """Atomically take up to `limit` claimable jobs: running, attempt counted, leased to
     `worker_id` under a fresh `lease_id`. With `look_first`, a cheap read says first whether
     anything is claimable, where the backend needs it (skip it when the last claim was full:
-    there surely is)."""
+    there surely is). With `stage`, waiting jobs that came due are moved in first (step 0:
+    a statement more, which a claim right after a full one can leave to a later claim)."""
     # Look before taking the write lock where a write transaction is one (SQLite): an idle
     # worker polling with write transactions would starve the writers of other processes.
     if look_first and database.backend.look_before_claiming:
@@ -386,7 +422,7 @@ async def claim(
                 return []
     return await database.transact(
         lambda conn: claim_in(
-            conn, database.backend, worker_id, limit, now, lease_seconds, settings
+            conn, database.backend, worker_id, limit, now, lease_seconds, settings, stage
         )
     )
 
@@ -399,8 +435,11 @@ def claim_in(
     now: datetime,
     lease_seconds: float,
     settings: Settings,
+    stage: bool = True,
 ) -> list[Lease]:
-    """Run steps 1-5 in the caller's write transaction."""
+    """Run steps 0-5 (0 with `stage`) in the caller's write transaction."""
+    if stage:
+        stage_due(conn, now)
     floor, turns, candidates, leasable = find_candidates(conn, limit, now, settings)
     if not candidates:
         return []

@@ -1,6 +1,7 @@
 """The worker's handle on the store: each method one transaction, the SQL in its own module.
 
-- `claim`: due jobs become leases (`app.store.claim`, where a job is claimed).
+- `claim`: due jobs become leases (`app.store.claim`, where a job is claimed); waiting jobs
+  that came due are moved among the ready ones first.
 - `extend_leases`, `record`, `pause_domain`, `crawl_delay`: the heartbeat, the outcomes as
   policy settled them, a domain's pause, the Crawl-delay of its robots.txt
   (`app.store.record`).
@@ -19,7 +20,7 @@ number (an operator's retry resets the count). The worker issues no SQL of its o
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
@@ -29,6 +30,10 @@ from app.store import claim, counts, record, refreshes, workers
 from app.store.database import Database
 from app.store.retention import prune_domains, prune_jobs
 from app.store.tables import domains, jobs, status_is
+
+STAGING_INTERVAL = timedelta(seconds=1)
+"""How often a worker that claims without looking first (draining) moves waiting jobs that
+came due among the ready ones: Oban's stager runs every second too."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,9 @@ class Queue:
         self.settings = settings
         self._domains_after = ""
         """Where the next `prune_domains` goes on in the domains table, by name."""
+        self._next_staging = datetime.min.replace(tzinfo=UTC)
+        """A claim that need not look first moves waiting jobs that came due in (step 0 of
+        `app.store.claim`) only from then on: at most once per `STAGING_INTERVAL`."""
 
     async def claim(
         self,
@@ -58,9 +66,17 @@ class Queue:
     ) -> list[Lease]:
         """Atomically take up to `limit` claimable jobs (the rules: `app.store.claim`);
         `look_first` reads whether any is claimable before taking the write lock, where a
-        write transaction takes one (SQLite: `Backend.look_before_claiming`)."""
+        write transaction takes one (SQLite: `Backend.look_before_claiming`).
+
+        A claim that looks first also moves in the waiting jobs that came due; one right
+        after a full claim or a submit (draining: there surely is work) does so once per
+        `STAGING_INTERVAL`, which spares a drain a statement per claim and delays a retry
+        that came due meanwhile by that much at most."""
+        stage = look_first or now >= self._next_staging
+        if stage:
+            self._next_staging = now + STAGING_INTERVAL
         return await claim.claim(
-            self.db, worker_id, limit, now, lease_seconds, self.settings, look_first
+            self.db, worker_id, limit, now, lease_seconds, self.settings, look_first, stage
         )
 
     async def extend_leases(self, leases: Collection[Lease], until: datetime) -> set[Lease]:

@@ -399,14 +399,15 @@ deliveries: sa.Table = Delivery.__table__  # type: ignore[attr-defined]
 workers: sa.Table = WorkerProcess.__table__  # type: ignore[attr-defined]
 
 
-# The claim scans only pending rows in claim order, however many terminal rows pile up.
-# (Declared here, not in __table_args__, because the column must exist to sort it DESC.)
-partial_index(
-    "ix_jobs_claim",
-    jobs.c.priority.desc(),
-    jobs.c.created_at,
-    where=f"status = '{JobStatus.PENDING}'",
-)
+READY = f"status = '{JobStatus.PENDING}' AND retry_after IS NULL"
+"""A pending job with no `retry_after`: claimable as soon as its domain lets it. A retry, a
+deferral or a `not_before` waits outside the claim's indexes until it comes due and the
+claim moves it in (`app.store.claim`, step 0): at ten million jobs, waiting jobs at the
+head of a tenant's list made each claim step over them, 47 ms for a claim of 32."""
+
+# The claim scans only ready rows in claim order, however many terminal or waiting rows pile
+# up. (Declared here, not in __table_args__, because the column must exist to sort it DESC.)
+partial_index("ix_jobs_claim", jobs.c.priority.desc(), jobs.c.created_at, where=READY)
 
 # Running jobs per domain, for the per-domain in-flight limit.
 partial_index(
@@ -414,13 +415,20 @@ partial_index(
     jobs.c.domain,
     where=f"status = '{JobStatus.RUNNING}'",
 )
-# A tenant's due jobs in claim order, for fair share.
+# A tenant's ready jobs in claim order, for fair share.
 partial_index(
     "ix_jobs_tenant_claim",
     jobs.c.tenant,
     jobs.c.priority.desc(),
     jobs.c.created_at,
-    where=f"status = '{JobStatus.PENDING}'",
+    where=READY,
+)
+# A tenant's waiting jobs by when they come due: its stats count those not due yet.
+partial_index(
+    "ix_jobs_tenant_retry_after",
+    jobs.c.tenant,
+    jobs.c.retry_after,
+    where=f"status = '{JobStatus.PENDING}' AND retry_after IS NOT NULL",
 )
 
 
@@ -438,3 +446,8 @@ def status_is(status: JobStatus) -> sa.ColumnElement[bool]:
     """`status = '<literal>'`: a literal, not a bound parameter, so both databases match
     the query to the partial indexes declared on that very predicate."""
     return jobs.c.status == sa.literal_column(f"'{status}'")
+
+
+def ready() -> sa.ColumnElement[bool]:
+    """`READY` as a query's filter, matched by both databases to the claim's indexes."""
+    return sa.and_(status_is(JobStatus.PENDING), jobs.c.retry_after.is_(None))
