@@ -124,6 +124,8 @@ class BlockReason(StrEnum):
     (INGEST_DOMAIN_MIN_INTERVAL_SECONDS, or its robots.txt's Crawl-delay when obeyed)."""
     DOMAIN_AT_LIMIT = "domain_at_limit"
     """Its domain runs INGEST_DOMAIN_MAX_IN_FLIGHT fetches already."""
+    TENANT_AT_LIMIT = "tenant_at_limit"
+    """Its tenant runs INGEST_TENANT_MAX_IN_FLIGHT jobs already."""
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,7 @@ class Runtime:
             on_submit,
             settings.domain_max_in_flight,
             max_pending=settings.tenant_max_pending,
+            tenant_max_in_flight=settings.tenant_max_in_flight,
         )
         runtime = cls(
             settings,

@@ -215,13 +215,17 @@ def waiting_for(
     domain: DomainState | None,
     now: datetime,
     max_in_flight: int | None,
+    tenant_in_flight: int | None = None,
+    tenant_max_in_flight: int = 0,
 ) -> Blocked | None:
     """What holds a pending job back at `now`, by the rules the claim applies (`choose`, and
     the claim's SQL for `retry_after`); None if a claim may take it now.
 
     Of a domain pause, a `retry_after` and a domain's minimum interval, the one that ends
     last (the job waits for all of them; a pause wins a tie); else its domain at
-    `max_in_flight` fetches (None: the limit is not known here, so not said).
+    `max_in_flight` fetches (None: the limit is not known here, so not said); else its
+    tenant at `tenant_max_in_flight` jobs running (0: no limit; `tenant_in_flight` None:
+    not known here).
     """
     domain = domain or DomainState(0)
     timed = [
@@ -239,4 +243,7 @@ def waiting_for(
         return Blocked(reason, until, detail)
     if max_in_flight is not None and domain.in_flight >= max_in_flight:
         return Blocked(BlockReason.DOMAIN_AT_LIMIT)
+    if tenant_max_in_flight and tenant_in_flight is not None:
+        if tenant_in_flight >= tenant_max_in_flight:
+            return Blocked(BlockReason.TENANT_AT_LIMIT)
     return None

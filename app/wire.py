@@ -116,9 +116,12 @@ class ResultOut(BaseModel):
 class BlockedOut(BaseModel):
     reason: BlockReason = Field(
         description="`not_due` (its retry_after), `domain_paused`, `domain_interval` (the "
-        "domain's minimum interval between starts) or `domain_at_limit` (its in-flight limit)."
+        "domain's minimum interval between starts), `domain_at_limit` (its in-flight limit) "
+        "or `tenant_at_limit` (INGEST_TENANT_MAX_IN_FLIGHT)."
     )
-    until: datetime | None = Field(description="When it ends; null for `domain_at_limit`.")
+    until: datetime | None = Field(
+        description="When it ends; null for `domain_at_limit` and `tenant_at_limit`."
+    )
     detail: str | None = Field(
         description="Why the domain is paused. Null for a tenant's API key: the pause may "
         "come from other tenants' fetches of the domain."

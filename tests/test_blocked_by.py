@@ -1,6 +1,6 @@
 """`blocked_by`: what holds a pending job back, read with the job on both backends: a paused
-domain, a retry_after to come, a domain at its limit or inside its interval. One query for a
-list of any length; the same in the API's JSON."""
+domain, a retry_after to come, a domain at its limit or inside its interval, a tenant at
+its limit. One query for a list of any length; the same in the API's JSON."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,6 +64,21 @@ async def test_each_reason_read_with_the_job(database):
     assert None is (await jobs.get(running.id)).blocked_by
     spaced_blocks = [(await jobs.get(job.id)).blocked_by for job in spaced_jobs]
     assert Blocked(BlockReason.DOMAIN_INTERVAL, NOW + timedelta(seconds=30)) in spaced_blocks
+
+
+async def test_a_tenant_at_its_limit_is_read_with_the_job(database):
+    """With INGEST_TENANT_MAX_IN_FLIGHT, a job of a tenant that runs that many says so, on
+    a free domain; another tenant's job is held by nothing."""
+    limits = Settings(_env_file=None, tenant_max_in_flight=1)
+    jobs = JobStore(database, lambda: NOW, domain_max_in_flight=8, tenant_max_in_flight=1)
+    queue = Queue(database, limits)
+    first, second = await jobs.submit([new(f"d{i}.test") for i in range(2)])
+    other = (await jobs.submit([NewJob("http://d2.test/", "d2.test", "u", max_attempts=3)]))[0]
+    claimed = {lease.id for lease in await queue.claim("w", 1, NOW, 60)}
+    (waiting,) = {first.id, second.id} - claimed
+    assert Blocked(BlockReason.TENANT_AT_LIMIT) == (await jobs.get(waiting)).blocked_by
+    blocked = {job.id: job.blocked_by for job in (await jobs.list([JobStatus.PENDING])).items}
+    assert {waiting: Blocked(BlockReason.TENANT_AT_LIMIT), other.id: None} == blocked
 
 
 @contextmanager

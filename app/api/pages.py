@@ -116,6 +116,8 @@ def waits_for(blocked: Blocked, domain: str) -> str:
             return f"its domain {domain} is paused until {until}{why}"
         case BlockReason.DOMAIN_AT_LIMIT:
             return f"its domain {domain} runs as many fetches as it may at once"
+        case BlockReason.TENANT_AT_LIMIT:
+            return "its tenant runs as many jobs as it may at once"
         case BlockReason.DOMAIN_INTERVAL:
             return f"its domain {domain} may start its next fetch at {until}"
         case BlockReason.NOT_DUE:

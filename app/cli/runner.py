@@ -51,11 +51,16 @@ def run_on_store(operation: Callable[[JobStore], Awaitable[T]]) -> T:
     from app.store.jobs import JobStore
 
     settings = load_settings()
-    limit = settings.domain_max_in_flight
-    return run_on_database(
-        settings.database_url,
-        lambda db: operation(JobStore(db, utc_now, domain_max_in_flight=limit)),
-    )
+
+    def store(db: Database) -> JobStore:
+        return JobStore(
+            db,
+            utc_now,
+            domain_max_in_flight=settings.domain_max_in_flight,
+            tenant_max_in_flight=settings.tenant_max_in_flight,
+        )
+
+    return run_on_database(settings.database_url, lambda db: operation(store(db)))
 
 
 def require_schema(database_url: str) -> None:

@@ -110,13 +110,17 @@ _DOMAIN_STATE = (
     domains.c.pause_reason.label("domain_pause_reason"),
     domains.c.in_flight.label("domain_in_flight"),
     domains.c.next_start_at.label("domain_next_start_at"),
+    tenants.c.in_flight.label("tenant_in_flight"),
 )
 
 
 def _shown() -> sa.Select[Any]:
-    """Jobs with their domain's state: an outer join on the domain's primary key."""
+    """Jobs with their domain's and their tenant's state: outer joins on the rows' primary
+    keys."""
     return sa.select(jobs, *_DOMAIN_STATE).select_from(
-        jobs.outerjoin(domains, domains.c.domain == jobs.c.domain)
+        jobs.outerjoin(domains, domains.c.domain == jobs.c.domain).outerjoin(
+            tenants, tenants.c.tenant == jobs.c.tenant
+        )
     )
 
 
@@ -161,6 +165,7 @@ class JobStore:
         domain_max_in_flight: int | None = None,
         *,
         max_pending: int = 0,
+        tenant_max_in_flight: int = 0,
     ) -> None:
         self.db = database
         self.clock = clock
@@ -172,11 +177,14 @@ class JobStore:
         end; None: not said."""
         self.max_pending = max_pending
         """INGEST_TENANT_MAX_PENDING (0: none): `submit` refuses what would pass it."""
+        self.tenant_max_in_flight = tenant_max_in_flight
+        """INGEST_TENANT_MAX_IN_FLIGHT (0: none), to say when a job waits for its tenant's
+        jobs to end."""
 
     def _read(self, row: sa.Row[Any], now: datetime) -> Job:
         """A job of a `_shown()` row, saying what holds it back at `now` if it is pending."""
         values = dict(row._mapping)
-        paused_until, pause_reason, in_flight, next_start_at = (
+        paused_until, pause_reason, in_flight, next_start_at, tenant_in_flight = (
             values.pop(column.name) for column in _DOMAIN_STATE
         )
         job = _job(values)
@@ -188,7 +196,14 @@ class JobStore:
         if in_flight is not None:
             domain = DomainState(in_flight, next_start_at, paused_until, pause_reason)
         return job.held_back_by(
-            waiting_for(job.retry_after, domain, now, self.domain_max_in_flight)
+            waiting_for(
+                job.retry_after,
+                domain,
+                now,
+                self.domain_max_in_flight,
+                tenant_in_flight,
+                self.tenant_max_in_flight,
+            )
         )
 
     async def _fetch(self, stmt: sa.Select[Any]) -> builtins.list[Job]:

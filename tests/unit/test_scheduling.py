@@ -312,3 +312,25 @@ def test_waiting_for(retry_after, domain, expected):
 def test_waiting_for_without_a_known_limit():
     """A reader that does not know the in-flight limit never says a job waits for it."""
     assert None is waiting_for(None, DomainState(1000), NOW, None)
+
+
+@pytest.mark.parametrize(
+    ("tenant_in_flight", "tenant_limit", "domain", "expected"),
+    [
+        (3, 3, None, Blocked(BlockReason.TENANT_AT_LIMIT)),
+        (4, 3, None, Blocked(BlockReason.TENANT_AT_LIMIT)),
+        (2, 3, None, None),
+        (3, 0, None, None),  # no tenants' limit
+        (None, 3, None, None),  # the tenant's count not known here
+        (3, 3, DomainState(8), Blocked(BlockReason.DOMAIN_AT_LIMIT)),  # the domain's says first
+        (
+            3,
+            3,
+            DomainState(0, NOW + timedelta(seconds=5)),
+            Blocked(BlockReason.DOMAIN_INTERVAL, NOW + timedelta(seconds=5)),
+        ),
+    ],
+)
+def test_waiting_for_a_tenants_jobs(tenant_in_flight, tenant_limit, domain, expected):
+    """A tenant at INGEST_TENANT_MAX_IN_FLIGHT holds its job back, after what has an end."""
+    assert expected == waiting_for(None, domain, NOW, 8, tenant_in_flight, tenant_limit)
