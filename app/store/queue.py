@@ -24,7 +24,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from app.model import DomainPause, JobStatus, Lease, Outcome, WorkerPresence
-from app.settings import Settings
+from app.scheduling import ShareRules
 from app.store import claim, counts, record, refreshes, workers
 from app.store.database import Database
 from app.store.retention import prune_domains, prune_jobs
@@ -42,9 +42,12 @@ class Overdue:
 
 
 class Queue:
-    def __init__(self, database: Database, settings: Settings) -> None:
+    def __init__(self, database: Database, shares: ShareRules, records: record.RecordRules) -> None:
+        """`shares`: the claim's rules (`app.scheduling`); `records`: what a record keeps
+        and owes (`app.store.record`)."""
         self.db = database
-        self.settings = settings
+        self.shares = shares
+        self.records = records
         self._domains_after = ""
         """Where the next `prune_domains` goes on in the domains table, by name."""
 
@@ -60,7 +63,7 @@ class Queue:
         `look_first` reads whether any is claimable before taking the write lock, where a
         write transaction takes one (SQLite: `Backend.look_before_claiming`)."""
         return await claim.claim(
-            self.db, worker_id, limit, now, lease_seconds, self.settings, look_first
+            self.db, worker_id, limit, now, lease_seconds, self.shares, look_first
         )
 
     async def extend_leases(self, leases: Collection[Lease], until: datetime) -> set[Lease]:
@@ -74,9 +77,9 @@ class Queue:
         """Record finished attempts, as given, in one transaction (`app.store.record`)."""
         if not outcomes:
             return record.Recorded([], {})
-        max_attempts = self.settings.webhook_max_attempts
+        max_attempts = self.records.webhook_max_attempts
         # Compiled and bound here, before the writer is taken (`record.Recording`).
-        recording = record.Recording(self.db.backend, outcomes, now, self.settings.content_versions)
+        recording = record.Recording(self.db.backend, outcomes, now, self.records.content_versions)
         return await self.db.transact(lambda conn: record.record(conn, recording, max_attempts))
 
     async def pause_domain(self, domain: str, pause: DomainPause) -> bool:

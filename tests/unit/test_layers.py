@@ -19,11 +19,12 @@ LAYERS = [
     ("app.store",),
     ("app.wire", "app.metrics", "app.observability", "app.loop", "app.event_loops"),
     ("app.worker", "app.completer", "app.webhooks", "app.worker_process"),
-    ("app.runtime",),
+    ("app.runtime", "app.views"),
     ("app.api", "app.cli", "app.__main__"),
 ]
 """Bottom to top: values and settings; the pure rules and fetching; persistence; what the
-loops share; the loops; the composition root; the edges."""
+loops share; the loops; the composition root (and the settings' views it builds); the
+edges."""
 
 NEVER = {"app.store": ("app.policy", "app.content", "app.fetch")}
 """Persistence stores what it is given: it knows neither how a job is fetched nor decided."""
