@@ -22,7 +22,9 @@ A job's life, and where each step lives:
 
 Values that cross modules are in model.py; SQLite and PostgreSQL differ only in
 store/backends/ (one module per backend) and the shared SQL helpers of store/dialect.py;
-runtime.py builds the running system for `ingest serve` and `ingest worker`.
+runtime.py builds the running system for `ingest serve` and `ingest worker`. Settings stop
+there: runtime.py makes each part's frozen view of them once (views.py: the retry rules,
+the claim's share rules, the fetch limits, ...) and hands each part its own.
 """
 
 __version__ = "0.1.0"

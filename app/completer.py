@@ -30,12 +30,12 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app import observability as events
 from app import policy
 from app.model import DomainPause, DomainSignal, Lease, MarkDead, Outcome, Reschedule
-from app.settings import Settings
 from app.store.outages import database_unavailable, error_wait
 from app.store.queue import Queue
 from app.store.record import Recorded
@@ -44,18 +44,34 @@ from app.wording import counted, error_line
 log = logging.getLogger("ingest.worker")
 
 
+@dataclass(frozen=True, slots=True)
+class Batching:
+    """When the completer writes, built once from the settings by the composition root
+    (`app.runtime`)."""
+
+    slots: int
+    """A slot's worth of outcomes waiting is written at once (INGEST_WORKER_CONCURRENCY)."""
+    record_delay_seconds: float
+    """The longest a batch gathers while other outcomes are coming."""
+    lease_seconds: float
+    """How long a write the database cannot serve is tried again before it is given up."""
+
+
 class Completer:
     def __init__(
         self,
         queue: Queue,
-        settings: Settings,
+        batching: Batching,
+        retry: policy.RetryRules,
         clock: Callable[[], datetime],
         rand: Callable[[], float] = random.random,
         on_recorded: Callable[[Sequence[Outcome]], None] = lambda _: None,
         on_their_way: Callable[[], int] = lambda: 0,
     ) -> None:
+        """`retry`: the rules policy pauses a failing domain by (`policy.domain_pause`)."""
         self.queue = queue
-        self.settings = settings
+        self.batching = batching
+        self.retry = retry
         self.clock = clock
         self.rand = rand
         self.on_recorded = on_recorded
@@ -84,7 +100,7 @@ class Completer:
         """Record `outcome` with the next batch."""
         self._waiting.append(outcome)
         self._gathered.set()
-        if len(self._waiting) >= self.settings.worker_concurrency or self.on_their_way() == 0:
+        if len(self._waiting) >= self.batching.slots or self.on_their_way() == 0:
             self._full.set()
 
     def close(self) -> None:
@@ -99,7 +115,7 @@ class Completer:
             await self._gathered.wait()
             if not self._closing and not self._full.is_set():
                 try:
-                    await asyncio.wait_for(self._full.wait(), self.settings.record_delay_seconds)
+                    await asyncio.wait_for(self._full.wait(), self.batching.record_delay_seconds)
                 except TimeoutError:
                     pass
             batch, self._waiting = self._waiting, []
@@ -115,7 +131,7 @@ class Completer:
                 return
 
     async def _write(self, batch: Sequence[Outcome]) -> None:
-        give_up = self.clock() + timedelta(seconds=self.settings.lease_seconds)
+        give_up = self.clock() + timedelta(seconds=self.batching.lease_seconds)
         try:
             await self._write_until_given_up(batch, give_up)
         finally:
@@ -215,7 +231,7 @@ class Completer:
             assert isinstance(decision, Reschedule | MarkDead) and decision.failure is not None
             domain = outcome.lease.domain
             count = _streak(recorded, domain)
-            pause = policy.domain_pause(decision.failure, count, now, self.settings, self.rand)
+            pause = policy.domain_pause(decision.failure, count, now, self.retry, self.rand)
             if pause is not None and (domain not in pauses or pause.until > pauses[domain].until):
                 pauses[domain] = pause
         for domain, pause in sorted(pauses.items()):

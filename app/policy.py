@@ -54,6 +54,7 @@ import random
 import socket
 import ssl
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
@@ -77,8 +78,26 @@ from app.model import (
     Transition,
     Unmodified,
 )
-from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
+from app.settings import DEFAULT_TRANSIENT_ERRORS
 from app.wording import seconds
+
+
+@dataclass(frozen=True, slots=True)
+class RetryRules:
+    """The numbers policy decides with, built once from the settings by the composition root
+    (`app.runtime`): the backoff formula's (`backoff_delay`), the rate limits' caps, and how
+    many failures in a row pause a domain."""
+
+    backoff_base_seconds: float
+    backoff_max_seconds: float
+    backoff_jitter: float
+    max_deferrals: int
+    """Rate-limited answers a job may get before it is dead (rate_limited)."""
+    retry_after_max_seconds: float
+    """Longest Retry-After honoured."""
+    domain_failure_threshold: int
+    """Consecutive transient failures that pause a domain (`domain_pause`)."""
+
 
 # gaierror codes that mean the name does not exist, as opposed to a resolver hiccup.
 _NAME_NOT_FOUND = frozenset(
@@ -186,7 +205,7 @@ def decide(
     max_attempts: int,
     deferrals: int,
     now: datetime,
-    settings: Settings,
+    rules: RetryRules,
     rand: Callable[[], float] = random.random,
     refresh: bool = False,
 ) -> Reschedule | MarkDead:
@@ -202,18 +221,18 @@ def decide(
     if failure.kind is ErrorKind.FATAL:
         return MarkDead(DeadReason.FATAL, failure)
     if failure.kind is ErrorKind.RATE_LIMITED:
-        if deferrals >= settings.max_deferrals:
+        if deferrals >= rules.max_deferrals:
             return MarkDead(DeadReason.RATE_LIMITED, failure, spends_attempt=False)
-        backoff = _backoff(deferrals + 1, settings, rand)
-        asked = parse_retry_after(failure.retry_after, now, settings.retry_after_max_seconds)
+        backoff = _backoff(deferrals + 1, rules, rand)
+        asked = parse_retry_after(failure.retry_after, now, rules.retry_after_max_seconds)
         delay = max(backoff, asked or 0.0)
-        deferral = Deferral(deferrals + 1, settings.max_deferrals)
+        deferral = Deferral(deferrals + 1, rules.max_deferrals)
         return Reschedule(
             now + timedelta(seconds=delay), delay, failure, spends_attempt=False, deferral=deferral
         )
     if attempt >= max_attempts:
         return MarkDead(DeadReason.RETRIES_EXHAUSTED, failure)
-    delay = _backoff(attempt, settings, rand)
+    delay = _backoff(attempt, rules, rand)
     return Reschedule(now + timedelta(seconds=delay), delay, failure)
 
 
@@ -222,7 +241,7 @@ def settle(
     result: Fetched | Unmodified | Failure,
     duration_ms: int,
     now: datetime,
-    settings: Settings,
+    rules: RetryRules,
     rand: Callable[[], float] = random.random,
 ) -> Outcome:
     """The outcome to record for a finished fetch: the decision, how the attempt ended and
@@ -235,7 +254,7 @@ def settle(
             lease.max_attempts,
             lease.deferrals,
             now,
-            settings,
+            rules,
             rand,
             refresh=previous is not None,
         )
@@ -346,12 +365,12 @@ def yielded(lease: Lease, now: datetime) -> Outcome:
     )
 
 
-def _backoff(attempt: int, settings: Settings, rand: Callable[[], float]) -> float:
+def _backoff(attempt: int, rules: RetryRules, rand: Callable[[], float]) -> float:
     return backoff_delay(
         attempt,
-        settings.backoff_base_seconds,
-        settings.backoff_max_seconds,
-        settings.backoff_jitter,
+        rules.backoff_base_seconds,
+        rules.backoff_max_seconds,
+        rules.backoff_jitter,
         rand,
     )
 
@@ -376,7 +395,7 @@ def domain_pause(
     failure: Failure,
     consecutive_failures: int,
     now: datetime,
-    settings: Settings,
+    rules: RetryRules,
     rand: Callable[[], float] = random.random,
 ) -> DomainPause | None:
     """Until when a failure pauses its domain, or None.
@@ -394,13 +413,13 @@ def domain_pause(
     if domain_signal(failure) is not DomainSignal.FAILING:
         return None
     at_once = failure.http_status in PAUSE_AT_ONCE_STATUSES
-    if not at_once and consecutive_failures < settings.domain_failure_threshold:
+    if not at_once and consecutive_failures < rules.domain_failure_threshold:
         return None
-    asked = parse_retry_after(failure.retry_after, now, settings.retry_after_max_seconds)
+    asked = parse_retry_after(failure.retry_after, now, rules.retry_after_max_seconds)
     if asked is not None:
         delay, why = asked, f"{failure.label}, Retry-After {asked:g}s"
     else:
-        delay = _backoff(consecutive_failures, settings, rand)
+        delay = _backoff(consecutive_failures, rules, rand)
         why = f"{failure.label}, backoff {seconds(delay)}"
     return DomainPause(now + timedelta(seconds=delay), why)
 
@@ -413,13 +432,13 @@ def delivery_retry_at(
     attempt: int,
     max_attempts: int,
     now: datetime,
-    settings: Settings,
+    rules: RetryRules,
     rand: Callable[[], float] = random.random,
 ) -> datetime | None:
     """When to POST a callback again: never after a fatal failure or the last attempt; else
     after the backoff (or the receiver's Retry-After, if longer)."""
     if failure.kind is ErrorKind.FATAL or attempt >= max_attempts:
         return None
-    delay = _backoff(attempt, settings, rand)
-    asked = parse_retry_after(failure.retry_after, now, settings.retry_after_max_seconds)
+    delay = _backoff(attempt, rules, rand)
+    asked = parse_retry_after(failure.retry_after, now, rules.retry_after_max_seconds)
     return now + timedelta(seconds=max(delay, asked or 0.0))

@@ -29,6 +29,7 @@ from app import event_loops, observability
 from app.clock import Clock, utc_now
 from app.fetch.fetcher import Fetcher
 from app.fetch.guard import Destinations, Resolver, system_resolver
+from app.fetch.robots import RobotsTxt
 from app.keys import Keys
 from app.metrics import Metrics
 from app.settings import Settings
@@ -39,6 +40,7 @@ from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.reads import ContentStore
 from app.store.workers import WorkerStore
+from app.views import Views, destinations_of
 from app.webhooks import Deliverer
 from app.worker import Worker
 from app.worker_process import WorkerProcess
@@ -94,6 +96,8 @@ class Background:
 @dataclass
 class Runtime:
     settings: Settings
+    views: Views
+    """Each part's view of the settings (`app.views`): built once, handed to the parts."""
     clock: Clock
     database: Database
     jobs: JobStore
@@ -129,9 +133,11 @@ class Runtime:
         in this process or, `in_a_process`, in a child (`app.worker_process`). `clock` and
         `resolver` (the SSRF guard's DNS) are there for tests to replace."""
         database = Database(settings.database_url, settings.database_pool_size)
+        # The parts below take their own view of the settings, never the whole.
+        views = Views.of(settings)
         # Parsed once (a long INGEST_BLOCKED_HOSTS takes milliseconds): the API's checks, the
         # fetcher's guard and the webhooks' guard share it.
-        destinations = Destinations.from_settings(settings)
+        destinations = destinations_of(settings)
         background = Background()
         # A submit in this process wakes the worker at once: this process's, on the worker's
         # loop, or the child's, through its pipe.
@@ -154,6 +160,7 @@ class Runtime:
         )
         runtime = cls(
             settings,
+            views,
             clock,
             database,
             jobs,
@@ -168,17 +175,29 @@ class Runtime:
         )
         if run_worker and child is None:
             beside = runtime.worker_database = database.beside()
-            runtime.fetcher = Fetcher(settings, resolver=resolver, destinations=destinations)
-            queue = Queue(beside, settings)
-            runtime.worker = Worker(queue, runtime.fetcher, settings, clock)
+            fetcher = runtime.fetcher = Fetcher(
+                views.fetch, resolver=resolver, destinations=destinations
+            )
+            robots = RobotsTxt(fetcher, views.robots, clock) if views.robots else None
+            runtime.worker = Worker(
+                Queue(beside, views.shares, views.records),
+                fetcher,
+                views.worker,
+                views.batching,
+                views.shares,
+                views.retry,
+                clock,
+                robots=robots,
+            )
             runtime.deliverer = Deliverer(
                 DeliveryStore(beside),
                 JobStore(beside, clock),
                 ContentStore(beside),
-                settings,
+                views.deliveries,
+                views.retry,
+                destinations,
                 clock,
                 resolver,
-                destinations=destinations,
             )
         return runtime
 

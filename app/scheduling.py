@@ -19,12 +19,30 @@ out, and ties go to the tenant served least recently, so it goes first.
 
 import heapq
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from app.model import Blocked, BlockReason
-from app.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRules:
+    """The claim's rules of who goes next and how much may run at once: the domains'
+    politeness limits, the tenants' quota and weights. Built once from the settings by the
+    composition root (`app.runtime`); the store's claim reads them too."""
+
+    domain_max_in_flight: int
+    domain_min_interval_seconds: float
+    robots_crawl_delay_max_seconds: float | None
+    """The longest Crawl-delay honoured; None: robots.txt is ignored, its Crawl-delay too."""
+    tenant_max_in_flight: int
+    """0: no limit."""
+    tenant_weights: Mapping[str, int]
+
+    def tenant_weight(self, tenant: str) -> int:
+        """`tenant`'s weight (INGEST_TENANT_WEIGHTS; 1 for a tenant not named)."""
+        return self.tenant_weights.get(tenant, 1)
 
 
 @dataclass(frozen=True)
@@ -85,7 +103,7 @@ class DomainState:
     """The Crawl-delay its robots.txt asked when a worker last read it (`min_interval`)."""
 
 
-def min_interval(crawl_delay: float | None, settings: Settings) -> float:
+def min_interval(crawl_delay: float | None, rules: ShareRules) -> float:
     """Least seconds between two fetch starts on a domain:
     INGEST_DOMAIN_MIN_INTERVAL_SECONDS, or its robots.txt's Crawl-delay when that is longer
     and robots.txt is obeyed, capped at INGEST_ROBOTS_CRAWL_DELAY_MAX_SECONDS so a hostile
@@ -93,10 +111,11 @@ def min_interval(crawl_delay: float | None, settings: Settings) -> float:
 
     interval = max(configured, min(crawl_delay, cap))
     """
-    configured = settings.domain_min_interval_seconds
-    if crawl_delay is None or settings.robots_txt != "obey":
+    configured = rules.domain_min_interval_seconds
+    cap = rules.robots_crawl_delay_max_seconds
+    if crawl_delay is None or cap is None:
         return configured
-    return max(configured, min(crawl_delay, settings.robots_crawl_delay_max_seconds))
+    return max(configured, min(crawl_delay, cap))
 
 
 def choose(
@@ -105,7 +124,7 @@ def choose(
     domains: dict[str, DomainState],
     limit: int,
     now: datetime,
-    settings: Settings,
+    rules: ShareRules,
     floor: int = 0,
 ) -> list[Candidate]:
     """Pick up to `limit` candidates in claim order.
@@ -143,13 +162,13 @@ def choose(
     state = dict(domains)
     chosen: list[Candidate] = []
     turn = 0
-    tenant_limit = settings.tenant_max_in_flight
+    tenant_limit = rules.tenant_max_in_flight
     while heap and len(chosen) < limit:
         _, tenant = heapq.heappop(heap)
         queue = queues[tenant]
         if tenant_limit and running.get(tenant, 0) >= tenant_limit:
             continue  # its other candidates cannot start in this claim either
-        if not _may_start(state.get(queue[0].domain), now, settings):
+        if not _may_start(state.get(queue[0].domain), now, rules):
             queue.popleft()
             if queue:
                 heapq.heappush(heap, next_of(tenant))
@@ -159,27 +178,27 @@ def choose(
         turn += 1
         served[tenant] = (turn, now)
         running[tenant] = running.get(tenant, 0) + 1
-        passes[tenant] = passes.get(tenant, floor) + stride(settings.tenant_weight(tenant))
+        passes[tenant] = passes.get(tenant, floor) + stride(rules.tenant_weight(tenant))
         domain = state.get(pick.domain, DomainState(0))
         state[pick.domain] = replace(
-            domain, in_flight=domain.in_flight + 1, next_start_at=next_start(domain, now, settings)
+            domain, in_flight=domain.in_flight + 1, next_start_at=next_start(domain, now, rules)
         )
         if queue:
             heapq.heappush(heap, next_of(tenant))
     return chosen
 
 
-def next_start(domain: DomainState | None, now: datetime, settings: Settings) -> datetime | None:
+def next_start(domain: DomainState | None, now: datetime, rules: ShareRules) -> datetime | None:
     """Before when no other fetch may start on a domain that starts one at `now` (None: no
     minimum interval)."""
-    interval = min_interval(domain.crawl_delay if domain else None, settings)
+    interval = min_interval(domain.crawl_delay if domain else None, rules)
     return now + timedelta(seconds=interval) if interval else None
 
 
 def passes_after(
     chosen: Sequence[Candidate],
     tenants: dict[str, TenantState],
-    settings: Settings,
+    rules: ShareRules,
     floor: int = 0,
 ) -> dict[str, Served]:
     """Where each tenant `choose` served stands after its claim: how many jobs, and its
@@ -189,7 +208,7 @@ def passes_after(
         counts[candidate.tenant] += 1
     served = {}
     for tenant, n in counts.items():
-        step = stride(settings.tenant_weight(tenant))
+        step = stride(rules.tenant_weight(tenant))
         start = _start(tenants.get(tenant, TenantState()), floor)
         served[tenant] = Served(n, start, start + (n - 1) * step, start + n * step)
     return served
@@ -200,14 +219,14 @@ def _start(tenant: TenantState, floor: int) -> int:
     return max(tenant.next_pass, floor)
 
 
-def _may_start(domain: DomainState | None, now: datetime, settings: Settings) -> bool:
+def _may_start(domain: DomainState | None, now: datetime, rules: ShareRules) -> bool:
     if domain is None:
         return True
     if domain.paused_until is not None and domain.paused_until > now:
         return False
     if domain.next_start_at is not None and domain.next_start_at > now:
         return False
-    return domain.in_flight < settings.domain_max_in_flight
+    return domain.in_flight < rules.domain_max_in_flight
 
 
 def waiting_for(

@@ -37,9 +37,11 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 from app import __version__, policy
 from app import observability as events
@@ -54,7 +56,6 @@ from app.fetch.guard import (
 )
 from app.loop import Loop, Wakeup
 from app.model import CallbackContent, ClaimedDelivery, DeliveryEvent, ErrorKind, Failure
-from app.settings import Settings
 from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobNotFound, JobStore
 from app.store.reads import ContentStore, Part
@@ -81,25 +82,45 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "sha256=" + digest.hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class DeliveryRules:
+    """How callbacks are sent, built once from the settings by the composition root
+    (`app.runtime`); when one is tried again is policy's (`app.policy.RetryRules`)."""
+
+    secret: SecretStr
+    """The key of the Ingest-Signature (INGEST_WEBHOOK_SECRET); empty: unsigned."""
+    timeout_seconds: float
+    """Deadline of one POST (INGEST_WEBHOOK_TIMEOUT_SECONDS)."""
+    lease_seconds: float
+    """A claimed delivery is leased for this long past its POST's deadline."""
+    content_max_bytes: int
+    """Of a job's text or Markdown, this many bytes at most (INGEST_WEBHOOK_CONTENT_MAX_BYTES)."""
+    poll_interval_seconds: float
+    transient_errors: tuple[str, ...]
+    transient_status_codes: frozenset[int]
+
+
 class Deliverer:
     def __init__(
         self,
         deliveries: DeliveryStore,
         jobs: JobStore,
         contents: ContentStore,
-        settings: Settings,
+        rules: DeliveryRules,
+        retry: policy.RetryRules,
+        destinations: Destinations,
         clock: Clock,
         resolver: Resolver = system_resolver,
         rand: Callable[[], float] = random.random,
         wakeup: Wakeup | None = None,
-        destinations: Destinations | None = None,
     ) -> None:
-        """`destinations`: the SSRF guard's rules, as the composition root parsed them (else
-        parsed from `settings` here)."""
+        """`retry`: when policy tries a failed POST again; `destinations`: the SSRF guard's
+        rules, as the composition root parsed them."""
         self.deliveries = deliveries
         self.jobs = jobs
         self.contents = contents
-        self.settings = settings
+        self.rules = rules
+        self.retry = retry
         self.clock = clock
         self.rand = rand
         self.loop = Loop("webhooks", self.tick, log, wakeup)
@@ -109,10 +130,8 @@ class Deliverer:
             trust_env=False,
             follow_redirects=False,  # a 3xx is fatal: the receiver is misconfigured
             cookies=no_cookies(),  # one receiver's cookie is no other's business
-            timeout=settings.webhook_timeout_seconds,
-            transport=GuardedTransport(
-                destinations or Destinations.from_settings(settings), limits, resolver
-            ),
+            timeout=rules.timeout_seconds,
+            transport=GuardedTransport(destinations, limits, resolver),
             # The answer's body is never read; no coding, so none could be inflated.
             headers={"User-Agent": f"ingest/{__version__} webhooks", "Accept-Encoding": "identity"},
         )
@@ -126,7 +145,7 @@ class Deliverer:
         self.loop.stop()
 
     async def run(self) -> None:
-        if not self.settings.webhook_secret.get_secret_value():
+        if not self.rules.secret.get_secret_value():
             log.warning("INGEST_WEBHOOK_SECRET is empty: callbacks are sent unsigned")
         try:
             await self.loop.run()
@@ -140,7 +159,7 @@ class Deliverer:
 
     async def deliver_due(self) -> int:
         """Claim the due deliveries and POST them; how many were claimed."""
-        lease = self.settings.webhook_timeout_seconds + self.settings.lease_seconds
+        lease = self.rules.timeout_seconds + self.rules.lease_seconds
         claimed = await self.deliveries.claim(BATCH, self.clock(), lease)
         await asyncio.gather(*(self._deliver(c) for c in claimed))
         return len(claimed)
@@ -169,7 +188,7 @@ class Deliverer:
             return
         try:
             retry_at = policy.delivery_retry_at(
-                failure, claimed.attempt, claimed.max_attempts, now, self.settings, self.rand
+                failure, claimed.attempt, claimed.max_attempts, now, self.retry, self.rand
             )
         except Exception as exc:  # a bug: this delivery ends, rather than fail the whole tick
             failure, retry_at = policy.unexpected(exc), None
@@ -197,37 +216,37 @@ class Deliverer:
         if stored.status is None or missing_content(job_id, stored, part) is not None:
             return None
         assert isinstance(stored.data, str)
-        text, truncated = cut(stored.data, self.settings.webhook_content_max_bytes)
+        text, truncated = cut(stored.data, self.rules.content_max_bytes)
         return {"format": chosen.value, "text": text, "truncated": truncated}
 
     async def _post(self, url: str, body: bytes) -> Failure | None:
         timestamp = str(int(self.clock().timestamp()))
         headers = {"Content-Type": "application/json", "Ingest-Timestamp": timestamp}
-        secret = self.settings.webhook_secret.get_secret_value()
+        secret = self.rules.secret.get_secret_value()
         if secret:
             headers["Ingest-Signature"] = sign(secret, timestamp, body)
         try:
             request = self.client.build_request("POST", url, content=body, headers=headers)
             # One deadline for connect, send and the answer's head. Only the status and
             # Retry-After count: the body, whatever its size or coding, is never read.
-            async with asyncio.timeout(self.settings.webhook_timeout_seconds):
+            async with asyncio.timeout(self.rules.timeout_seconds):
                 response = await self.client.send(request, stream=True)
                 await response.aclose()
         except TimeoutError:
-            message = f"no answer within {self.settings.webhook_timeout_seconds:g}s"
+            message = f"no answer within {self.rules.timeout_seconds:g}s"
             return Failure(ErrorKind.TRANSIENT, "FetchTimeout", message)
         except BlockedDestination as exc:
             return Failure(ErrorKind.FATAL, "BlockedDestination", str(exc))
         except Exception as exc:
-            return policy.classify_exception(exc, self.settings.transient_errors)
+            return policy.classify_exception(exc, self.rules.transient_errors)
         return policy.classify_status(
             response.status_code,
-            self.settings.transient_status_codes,
+            self.rules.transient_status_codes,
             response.headers.get("Retry-After"),
         )
 
     async def _idle_timeout(self) -> float:
-        timeout = self.settings.poll_interval_seconds
+        timeout = self.rules.poll_interval_seconds
         next_due = await self.deliveries.next_due_at()
         if next_due is not None:
             timeout = min(timeout, (next_due - self.clock()).total_seconds())

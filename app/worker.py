@@ -35,17 +35,17 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app import __version__, policy, scheduling
 from app import observability as events
-from app.completer import Completer
+from app.completer import Batching, Completer
 from app.fetch.fetcher import Fetcher
 from app.fetch.robots import RobotsTxt
 from app.loop import Held, Loop
 from app.model import Failure, Fetched, Lease, Outcome, Reschedule, Unmodified, WorkerPresence
 from app.prefetch import FetchTimes, prefetch_limit
-from app.settings import Settings
 from app.store.queue import Queue
 from app.wording import counted, error_line, seconds
 
@@ -63,31 +63,59 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerRules:
+    """The worker's sizes and timings, built once from the settings by the composition root
+    (`app.runtime`)."""
+
+    concurrency: int
+    """Slots: fetches at once (INGEST_WORKER_CONCURRENCY)."""
+    prefetch: int
+    """Jobs claimed ahead of the free slots at most (INGEST_WORKER_PREFETCH, or its default)."""
+    prefetch_seconds: float
+    """The most work the local queue holds (INGEST_WORKER_PREFETCH_SECONDS)."""
+    lease_seconds: float
+    poll_interval_seconds: float
+    shutdown_grace_seconds: float
+    retention_days: float
+    """0: nothing is pruned."""
+
+
 class Worker:
     def __init__(
         self,
         queue: Queue,
         fetcher: Fetcher,
-        settings: Settings,
+        rules: WorkerRules,
+        batching: Batching,
+        shares: scheduling.ShareRules,
+        retry: policy.RetryRules,
         clock: Callable[[], datetime],
         rand: Callable[[], float] = random.random,
+        robots: RobotsTxt | None = None,
     ) -> None:
+        """`batching`: the completer's; `shares`: the claim's rules, which say when a record
+        frees a claim and how far apart a domain's starts go; `retry`: what policy settles
+        an outcome by."""
         self.queue = queue
         self.fetcher = fetcher
-        self.settings = settings
+        self.rules = rules
+        self.shares = shares
+        self.retry = retry
         self.clock = clock
         self.id = new_worker_id()
         self.loop = Loop(f"worker {self.id}", self.tick, log, role="worker")
         self.completer = Completer(
             queue,
-            settings,
+            batching,
+            retry,
             clock,
             rand,
             on_recorded=self._recorded,
             on_their_way=self._on_their_way,
         )
         self.rand = rand
-        self.robots = RobotsTxt(fetcher, settings, clock) if settings.robots_txt == "obey" else None
+        self.robots = robots
         """Asked before each fetch when robots.txt is obeyed; None (no cost) when ignored."""
         self._fetch_times = FetchTimes()
         self._unsettled = 0
@@ -150,15 +178,15 @@ class Worker:
         record wakes it: claims resume."""
         if (
             self._held_back
-            or self.settings.domain_min_interval_seconds
+            or self.shares.domain_min_interval_seconds
             or self.robots is not None  # a Crawl-delay spaces starts
-            or self.settings.tenant_max_in_flight  # a tenant at its quota has a slot again
+            or self.shares.tenant_max_in_flight  # a tenant at its quota has a slot again
             or any(isinstance(outcome.decision, Reschedule) for outcome in outcomes)
         ):
             self._held_back = False
             self.notify()
             return
-        limit = self.settings.domain_max_in_flight
+        limit = self.shares.domain_max_in_flight
         if len(self._running) + len(self._queued) + len(outcomes) < limit:
             return  # too few leases in all to have filled any domain: nothing to count
         owned = Counter(lease.domain for lease in (*self._running.values(), *self._queued))
@@ -174,20 +202,18 @@ class Worker:
     @property
     def _capacity(self) -> int:
         """Slots, and the local queue as long as its expected work allows (`app.prefetch`)."""
-        slots = self.settings.worker_concurrency
+        slots = self.rules.concurrency
         return slots + prefetch_limit(
             slots,
             self._fetch_times.mean,
-            self.settings.worker_prefetch_seconds,
-            self.settings.prefetch,
+            self.rules.prefetch_seconds,
+            self.rules.prefetch,
         )
 
     async def run(self) -> None:
         self._started_at = self.clock()
         await self._report()
-        log.info(
-            "worker %s started (%s)", self.id, counted(self.settings.worker_concurrency, "slot")
-        )
+        log.info("worker %s started (%s)", self.id, counted(self.rules.concurrency, "slot"))
         heartbeat = asyncio.create_task(self._heartbeat())
         announcing = asyncio.create_task(self._announce())
         recording = asyncio.create_task(self.completer.run())
@@ -221,14 +247,14 @@ class Worker:
         if now >= self._next_take_back:
             self._next_take_back = now + timedelta(seconds=self._take_back_interval)
             await self._look_back(now)
-        if self.settings.retention_days and now >= self._next_prune:
+        if self.rules.retention_days and now >= self._next_prune:
             self._next_prune = now + PRUNE_INTERVAL
             await self._prune(now)
         if now >= self._next_fold:
             self._next_fold = now + FOLD_INTERVAL
             await self.queue.fold_counts()
         room = self._capacity - len(self._running) - len(self._queued)
-        idle_slot = not self._queued and len(self._running) < self.settings.worker_concurrency
+        idle_slot = not self._queued and len(self._running) < self.rules.concurrency
         if not idle_slot and room < self._refill_at:
             self._waiting_for_room = True  # a finishing job wakes the loop when there is room
             return self._max_wait
@@ -237,7 +263,7 @@ class Worker:
         self._waiting_for_room = self._submitted = False
         self._submitted_priority = None
         leases = await self.queue.claim(
-            self.id, room, now, self.settings.lease_seconds, look_first=look_first
+            self.id, room, now, self.rules.lease_seconds, look_first=look_first
         )
         for lease in leases:
             events.job_started(lease)
@@ -259,10 +285,10 @@ class Worker:
     def _refill_at(self) -> int:
         """Claim when the local queue has room for this many (a slot's worth by default): a
         batch worth a transaction, while the queue still holds work for every slot."""
-        return max(1, min(self.settings.worker_concurrency, self._capacity // 3))
+        return max(1, min(self.rules.concurrency, self._capacity // 3))
 
     def _start_queued(self) -> None:
-        while self._queued and len(self._running) < self.settings.worker_concurrency:
+        while self._queued and len(self._running) < self.rules.concurrency:
             lease = self._queued.popleft()
             task = asyncio.create_task(self._process(lease), name=f"job {lease.id}")
             self._running[task] = lease
@@ -289,7 +315,7 @@ class Worker:
             took = time.monotonic() - started
             self._fetch_times.add(took)
             outcome = policy.settle(
-                lease, result, int(took * 1000), self.clock(), self.settings, self.rand
+                lease, result, int(took * 1000), self.clock(), self.retry, self.rand
             )
         except asyncio.CancelledError:
             self._unsettled -= 1
@@ -318,7 +344,7 @@ class Worker:
         next start from this fetch's, which its claim did not know: from now, not from the
         claim, since reading robots.txt took time. A failure is logged: the next read writes
         it again, and the fetch goes on."""
-        interval = scheduling.min_interval(delay, self.settings)
+        interval = scheduling.min_interval(delay, self.shares)
         not_before = self.clock() + timedelta(seconds=interval) if interval else None
         try:
             await self.queue.crawl_delay(lease.domain, delay, not_before)
@@ -348,7 +374,7 @@ class Worker:
         """Retention: delete succeeded and cancelled jobs (and their content) that finished
         more than INGEST_RETENTION_DAYS ago, then the rows of domains no job names any more.
         Dead jobs stay."""
-        deleted = await self.queue.prune(now - timedelta(days=self.settings.retention_days))
+        deleted = await self.queue.prune(now - timedelta(days=self.rules.retention_days))
         if deleted:
             log.info("worker %s: deleted %s (retention)", self.id, counted(deleted, "finished job"))
         unused = await self.queue.prune_domains(now)
@@ -359,11 +385,11 @@ class Worker:
 
     @property
     def _take_back_interval(self) -> float:
-        return min(self.settings.poll_interval_seconds, self.settings.lease_seconds / 2)
+        return min(self.rules.poll_interval_seconds, self.rules.lease_seconds / 2)
 
     @property
     def _max_wait(self) -> float:
-        return min(self.settings.poll_interval_seconds, self._take_back_interval)
+        return min(self.rules.poll_interval_seconds, self._take_back_interval)
 
     async def _idle_timeout(self, now: datetime) -> float:
         """How long the loop may wait: until the next retry is due, at most one poll."""
@@ -377,12 +403,12 @@ class Worker:
         return [*self._running.values(), *self._queued, *self.completer.unrecorded]
 
     async def _heartbeat(self) -> None:
-        interval = self.settings.lease_seconds / 3
+        interval = self.rules.lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
             owned = self._leases_owned()
             try:
-                until = self.clock() + timedelta(seconds=self.settings.lease_seconds)
+                until = self.clock() + timedelta(seconds=self.rules.lease_seconds)
                 kept = await self.queue.extend_leases(owned, until)
             except Exception as exc:
                 log.warning(
@@ -393,7 +419,7 @@ class Worker:
 
     async def _announce(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.lease_seconds / 3)
+            await asyncio.sleep(self.rules.lease_seconds / 3)
             await self._report()
 
     async def _report(self, stopped: bool = False) -> None:
@@ -408,7 +434,7 @@ class Worker:
                     socket.gethostname(),
                     os.getpid(),
                     __version__,
-                    self.settings.worker_concurrency,
+                    self.rules.concurrency,
                     len(self._running),
                     len(self._queued),
                     self._started_at,
@@ -454,10 +480,10 @@ class Worker:
         log.info(
             "worker %s: waiting up to %s for %s",
             self.id,
-            seconds(self.settings.shutdown_grace_seconds),
+            seconds(self.rules.shutdown_grace_seconds),
             counted(len(tasks), "in-flight job"),
         )
-        _, pending = await asyncio.wait(tasks, timeout=self.settings.shutdown_grace_seconds)
+        _, pending = await asyncio.wait(tasks, timeout=self.rules.shutdown_grace_seconds)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

@@ -43,6 +43,7 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.tables import domains
+from app.views import Views
 from bench.harness import (
     backends,
     drop_database,
@@ -223,7 +224,8 @@ def _plan_text(rows: list[Any]) -> str:
 
 async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]], str]:
     """Time each operation; returns the times and the claim's query plans."""
-    queue, store = Queue(database, Settings()), JobStore(database, utc_now)
+    views = Views.of(Settings())
+    queue, store = Queue(database, views.shares, views.records), JobStore(database, utc_now)
     worker = f"bench:{uuid.uuid4().hex[:8]}"
     submitted = args.pending
 
@@ -238,7 +240,7 @@ async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]]
         nonlocal submitted
         now = utc_now()
         await queue.record(
-            [policy.settle(lease, RESULT, 1, now, queue.settings) for lease in leases], now
+            [policy.settle(lease, RESULT, 1, now, views.retry) for lease in leases], now
         )
         await top_up(store, len(leases), submitted)
         submitted += len(leases)

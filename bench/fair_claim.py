@@ -36,6 +36,7 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.tables import jobs
+from app.views import Views
 from bench.harness import backends, drop_database, fmt, fresh_database, median, percentile, table
 from bench.workers import Probe, cores_busy, cpu_between, other_cores
 
@@ -87,8 +88,8 @@ async def claims(
     """`repeats` claims of 32, each timed in ms; the claimed jobs are recorded (untimed)."""
     database = Database(url)
     try:
-        settings = Settings(_env_file=None, tenant_weights=tenant_weights or {})
-        queue = Queue(database, settings)
+        views = Views.of(Settings(_env_file=None, tenant_weights=tenant_weights or {}))
+        queue = Queue(database, views.shares, views.records)
         timings = []
         for _ in range(repeats):
             started = time.perf_counter()
@@ -97,7 +98,7 @@ async def claims(
             assert len(leases) == 32, len(leases)
             now = utc_now()
             await queue.record(
-                [policy.settle(lease, RESULT, 1, now, settings) for lease in leases], now
+                [policy.settle(lease, RESULT, 1, now, views.retry) for lease in leases], now
             )
         return timings
     finally:
@@ -124,7 +125,8 @@ async def look_backs(url: str, repeats: int) -> list[float]:
     refresh is due; none is), each timed in ms."""
     database = Database(url)
     try:
-        queue = Queue(database, Settings(_env_file=None))
+        views = Views.of(Settings(_env_file=None))
+        queue = Queue(database, views.shares, views.records)
         timings = []
         for _ in range(repeats):
             started = time.perf_counter()

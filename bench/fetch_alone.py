@@ -21,6 +21,7 @@ import httpx
 from app.fetch.fetcher import Fetcher
 from app.model import Fetched
 from app.settings import Settings
+from app.views import Views, destinations_of
 
 
 def cpu_now() -> float:
@@ -40,7 +41,7 @@ async def run(base_url: str, mode: str, requests: int, concurrency: int) -> dict
         close: Callable[[], Awaitable[None]] = client.aclose
     else:
         settings = Settings(worker_concurrency=concurrency, allow_private_networks=True)
-        fetcher = Fetcher(settings)
+        fetcher = Fetcher(Views.of(settings).fetch, destinations=destinations_of(settings))
 
         async def fetch(url: str) -> bool:
             return isinstance(await fetcher.fetch(url), Fetched)

@@ -57,6 +57,7 @@ from app.store.jobs import JobStore, encode_cursor
 from app.store.queue import Queue
 from app.store.retention import prune_jobs
 from app.store.tables import Job
+from app.views import Views
 from bench.claim import claim_plans
 from bench.harness import drop_database, fmt, fresh_database, median, percentile, table
 
@@ -356,7 +357,9 @@ class Claimer:
     as succeeded so the domains' in-flight counts stay as a steady worker leaves them."""
 
     def __init__(self, database: Database) -> None:
-        self.queue = Queue(database, Settings(_env_file=None))
+        views = Views.of(Settings(_env_file=None))
+        self.queue = Queue(database, views.shares, views.records)
+        self.retry = views.retry
 
     async def once(self) -> float:
         started = time.perf_counter()
@@ -364,8 +367,8 @@ class Claimer:
         took = (time.perf_counter() - started) * 1000
         assert len(leases) == 32, len(leases)
         now = utc_now()
-        settle = self.queue.settings
-        await self.queue.record([policy.settle(x, RESULT, 1, now, settle) for x in leases], now)
+        retry = self.retry
+        await self.queue.record([policy.settle(x, RESULT, 1, now, retry) for x in leases], now)
         return took
 
     async def repeat(self, repeats: int) -> list[float]:
@@ -406,8 +409,8 @@ async def measure_reads(database: Database, repeats: int) -> tuple[list[list[str
         database, lambda: claimer.queue.claim("bench", 32, utc_now(), 60)
     )
     now = utc_now()
-    settings = claimer.queue.settings
-    await claimer.queue.record([policy.settle(x, RESULT, 1, now, settings) for x in leases], now)
+    retry = claimer.retry
+    await claimer.queue.record([policy.settle(x, RESULT, 1, now, retry) for x in leases], now)
     async with database.read() as conn:
         dead = (
             await conn.execute(sa.text("SELECT count(*) FROM jobs WHERE status = 'dead'"))

@@ -23,6 +23,7 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
+from tests.conftest import queue_on
 from tests.outcomes import failed, succeeded
 
 LIVE = ("crawler-1:4711:7c1e9a02", "crawler-2:4802:b5d3f611")
@@ -51,7 +52,7 @@ async def seed_activity(database: Database, now: datetime, seed: int = 7) -> Act
     """The last hour before `now`, minute by minute, then running jobs and workers. The
     hour's first minute is left empty: a page read in the next minute shows it all."""
     rand = random.Random(seed)
-    queue = Queue(database, Settings(_env_file=None, domain_max_in_flight=1000))
+    queue = queue_on(database, Settings(_env_file=None, domain_max_in_flight=1000))
     totals = {"succeeded": 0, "retried": 0, "dead": 0}
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=59)
     for minute in range(1, 60):

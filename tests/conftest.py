@@ -24,7 +24,9 @@ from fastapi import FastAPI
 
 from app.api.app import create_app
 from app.settings import Settings
-from app.store.database import upgrade_to_head
+from app.store.database import Database, upgrade_to_head
+from app.store.queue import Queue
+from app.views import Views
 from tests.webserver import ScriptedServer
 
 PG_URL = os.environ.get("INGEST_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -154,6 +156,13 @@ async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://ingest") as client:
             yield app, client
+
+
+def queue_on(database: Database, settings: Settings) -> Queue:
+    """The worker's handle on the store, with the claim's and the record's rules the
+    composition root makes of `settings`."""
+    views = Views.of(settings)
+    return Queue(database, views.shares, views.records)
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from app.settings import Settings
 from app.store.activity import Ended, finished_per_minute
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.queue import Queue
 from app.store.tables import attempts
 from tests.activity import seed_activity
+from tests.conftest import queue_on
 
 NOW = datetime(2026, 11, 30, 3, 12, 40, tzinfo=UTC)
 
@@ -49,7 +49,7 @@ async def test_an_hour_by_minute_adds_up_to_what_was_recorded(database):
 
 async def test_an_attempt_on_a_minute_boundary_falls_in_that_minute(database):
     """Finished at 03:05:00.000 exactly: counted in the 03:05 minute, not 03:04."""
-    jobs, queue = JobStore(database, lambda: NOW), Queue(database, Settings(_env_file=None))
+    jobs, queue = JobStore(database, lambda: NOW), queue_on(database, Settings(_env_file=None))
     await jobs.submit([NewJob("http://a.test/", "a.test", "t", 1)])
     boundary = NOW.replace(minute=5, second=0)
     (lease,) = await queue.claim("w", 1, boundary - timedelta(seconds=1), 60)
@@ -63,7 +63,7 @@ async def test_the_claim_writes_the_queue_lag_and_a_hand_back_its_next_retry(dat
     """Due for 2.5 s when claimed: queue_lag_ms 2500. Handed back due at once: next_retry_at
     is the hand-back's time, so the attempt reads as retried, not dead."""
     jobs = JobStore(database, lambda: NOW)
-    queue = Queue(database, Settings(_env_file=None))
+    queue = queue_on(database, Settings(_env_file=None))
     (job,) = await jobs.submit([NewJob("http://a.test/", "a.test", "t", 1)])
     (lease,) = await queue.claim("w", 1, NOW + timedelta(seconds=2.5), 60)
     back = NOW + timedelta(seconds=4)

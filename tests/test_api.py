@@ -10,8 +10,7 @@ import pytest
 from app import policy
 from app.model import DeadReason, ErrorKind, Failure, MarkDead
 from app.store.database import Database
-from app.store.queue import Queue
-from tests.conftest import running_app, wait_for_status
+from tests.conftest import queue_on, running_app, wait_for_status
 from tests.outcomes import failed, record
 from tests.webserver import ScriptedServer
 
@@ -30,7 +29,7 @@ async def app_client(make_settings):
 
 async def kill(app, job_id: str) -> None:
     """Run the job's attempt by hand and record a fatal failure: the job is dead."""
-    queue = Queue(app.state.runtime.database, app.state.runtime.settings)
+    queue = queue_on(app.state.runtime.database, app.state.runtime.settings)
     now = datetime.now(UTC)
     leases = await queue.claim("t", 100, now, 60)
     (lease,) = [lease for lease in leases if lease.id == job_id]
@@ -232,7 +231,7 @@ async def test_retry_running_is_409(app_client):
     """Running jobs cannot be retried."""
     app, client = app_client
     job = (await post_job(client)).json()
-    await Queue(app.state.runtime.database, app.state.runtime.settings).claim(
+    await queue_on(app.state.runtime.database, app.state.runtime.settings).claim(
         "w", 1, datetime.now(UTC), 60
     )
     response = await client.post(f"/jobs/{job['id']}/retry")

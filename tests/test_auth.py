@@ -7,8 +7,7 @@ import pytest
 
 from app import policy
 from app.model import DomainPause
-from app.store.queue import Queue
-from tests.conftest import running_app
+from tests.conftest import queue_on, running_app
 
 KEY_A = "a" * 20
 KEY_B = "b" * 20
@@ -97,7 +96,7 @@ async def test_a_tenant_is_told_nothing_of_other_tenants_activity(make_settings)
     async with running_app(settings) as (app, client):
         job = (await client.post("/jobs", json={"url": URL}, headers=auth(KEY_A))).json()
         await client.post("/jobs", json={"url": URL}, headers=auth(KEY_B))
-        queue = Queue(app.state.runtime.database, app.state.runtime.settings)
+        queue = queue_on(app.state.runtime.database, app.state.runtime.settings)
         now = datetime.now(UTC)
         (lease,) = await queue.claim("host:4242:a1b2", 1, now, 60)
         await queue.record([policy.handed_back(lease, now)], now)

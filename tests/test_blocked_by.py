@@ -15,7 +15,7 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
-from tests.conftest import running_app
+from tests.conftest import queue_on, running_app
 
 NOW = datetime(2026, 11, 30, 3, 12, 4, tzinfo=UTC)
 
@@ -35,7 +35,7 @@ def stores(database: Database, **settings) -> tuple[JobStore, Queue]:
     limits = Settings(_env_file=None, **settings)
     return (
         JobStore(database, lambda: NOW, domain_max_in_flight=limits.domain_max_in_flight),
-        Queue(database, limits),
+        queue_on(database, limits),
     )
 
 
@@ -71,7 +71,7 @@ async def test_a_tenant_at_its_limit_is_read_with_the_job(database):
     a free domain; another tenant's job is held by nothing."""
     limits = Settings(_env_file=None, tenant_max_in_flight=1)
     jobs = JobStore(database, lambda: NOW, domain_max_in_flight=8, tenant_max_in_flight=1)
-    queue = Queue(database, limits)
+    queue = queue_on(database, limits)
     first, second = await jobs.submit([new(f"d{i}.test") for i in range(2)])
     other = (await jobs.submit([NewJob("http://d2.test/", "d2.test", "u", max_attempts=3)]))[0]
     claimed = {lease.id for lease in await queue.claim("w", 1, NOW, 60)}
@@ -124,7 +124,7 @@ async def test_the_api_says_it_for_one_job_and_in_lists(make_settings):
             )
         ).json()
         pause = DomainPause(later + timedelta(hours=1), "HTTP 429, Retry-After 7200s")
-        await Queue(app.state.runtime.database, app.state.runtime.settings).pause_domain(
+        await queue_on(app.state.runtime.database, app.state.runtime.settings).pause_domain(
             "a.test", pause
         )
         one = (await client.get(f"/jobs/{submitted['id']}")).json()

@@ -12,6 +12,7 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import STAGING_INTERVAL, Queue
 from app.store.tables import jobs as jobs_table
+from tests.conftest import queue_on
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -22,7 +23,7 @@ async def store(database_url):
     clock = iter(NOW + timedelta(microseconds=i) for i in range(10**6))
     yield (
         JobStore(database, lambda: next(clock)),
-        Queue(database, Settings(_env_file=None, domain_max_in_flight=1000)),
+        queue_on(database, Settings(_env_file=None, domain_max_in_flight=1000)),
     )
     await database.dispose()
 

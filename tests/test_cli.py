@@ -23,8 +23,7 @@ from app.model import DeadReason, ErrorKind, Failure, Fetched, MarkDead, NewJob
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.queue import Queue
-from tests.conftest import eventually, running_app, wait_for_status
+from tests.conftest import eventually, queue_on, running_app, wait_for_status
 from tests.outcomes import failed, succeeded
 from tests.processes import INSTALLED
 from tests.webserver import Reply
@@ -519,7 +518,7 @@ def test_show_escapes_what_the_remote_side_sent(database_url, monkeypatch, tmp_p
     async def store() -> tuple[str, str]:
         database = Database(database_url)
         try:
-            jobs, queue = JobStore(database, utc_now), Queue(database, Settings(_env_file=None))
+            jobs, queue = JobStore(database, utc_now), queue_on(database, Settings(_env_file=None))
             news = [NewJob(f"http://a.test/{i}", "a.test", "default", 1) for i in range(2)]
             dead, ok = await jobs.submit(news)
             leases = {lease.id: lease for lease in await queue.claim("w", 2, utc_now(), 60)}

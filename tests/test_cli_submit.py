@@ -9,7 +9,7 @@ import pytest
 from app.model import NewJob
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.queue import Queue
+from tests.conftest import queue_on
 from tests.outcomes import succeeded
 from tests.processes import READY, worker_process
 from tests.test_cli import ingest, json_lines, one_line_error
@@ -110,7 +110,7 @@ def test_jobs_text_prints_the_text_or_markdown_escaped(cli_db, make_settings):
 async def record(settings, *results) -> list[str]:
     """Jobs succeeded with these fetches, as the worker records them; their ids in order."""
     database = Database(settings.database_url)
-    store, queue = JobStore(database, lambda: NOW), Queue(database, settings)
+    store, queue = JobStore(database, lambda: NOW), queue_on(database, settings)
     new = [NewJob(f"http://a.test/{i}", "a.test", "default", 3) for i in range(len(results))]
     ids = {job.url: job.id for job in await store.submit(new)}
     leases = {lease.url: lease for lease in await queue.claim("w", len(new), NOW, 60)}

@@ -2,10 +2,11 @@
 
 from datetime import UTC, datetime, timedelta
 
-from app.store.queue import Overdue, Queue
+from app.store.queue import Overdue
 from app.store.record import Recorded
+from app.views import Views
 from app.worker import PRUNE_INTERVAL, Worker
-from tests.conftest import running_app, wait_for_status
+from tests.conftest import queue_on, running_app, wait_for_status
 from tests.webserver import Reply
 
 
@@ -17,7 +18,7 @@ async def test_retention_removes_content_with_its_job(make_settings, web):
         job = await wait_for_status(
             client, (await client.post("/jobs", json={"url": url})).json()["id"], "succeeded"
         )
-        queue = Queue(app.state.runtime.database, app.state.runtime.settings)
+        queue = queue_on(app.state.runtime.database, app.state.runtime.settings)
         finished = datetime.fromisoformat(job["finished_at"])
         kept = await queue.prune(finished - timedelta(seconds=1))
         before = await client.get(f"/jobs/{job['id']}/content")
@@ -89,13 +90,21 @@ class PruningQueue:
         return 0
 
 
+def pruning_worker(queue: PruningQueue, settings, clock) -> Worker:
+    """A worker on `queue`, no fetcher, with the views the composition root makes of
+    `settings`."""
+    views = Views.of(settings)
+    shares, retry = views.shares, views.retry
+    return Worker(queue, None, views.worker, views.batching, shares, retry, clock=clock)
+
+
 async def test_worker_prunes_at_the_retention_age(make_settings):
     """Every PRUNE_INTERVAL, a tick asks for jobs finished before now - retention days,
     then for the rows of domains unused now."""
     now = datetime(2026, 11, 30, tzinfo=UTC)
     clock = [now]
     queue = PruningQueue()
-    worker = Worker(queue, None, make_settings(retention_days=7), clock=lambda: clock[0])
+    worker = pruning_worker(queue, make_settings(retention_days=7), lambda: clock[0])
 
     await worker.tick()  # just started: not yet
     clock[0] = now + PRUNE_INTERVAL
@@ -111,7 +120,7 @@ async def test_zero_retention_keeps_content_forever(make_settings):
     now = datetime(2026, 11, 30, tzinfo=UTC)
     clock = [now]
     queue = PruningQueue()
-    worker = Worker(queue, None, make_settings(retention_days=0), clock=lambda: clock[0])
+    worker = pruning_worker(queue, make_settings(retention_days=0), lambda: clock[0])
 
     for step in range(3):
         clock[0] = now + step * PRUNE_INTERVAL

@@ -11,9 +11,9 @@ from app.settings import Settings
 from app.store import counts
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.queue import Queue
 from app.store.retention import prune_jobs
 from app.store.tables import job_counts, jobs
+from tests.conftest import queue_on
 from tests.outcomes import succeeded
 from tests.test_retention import RESULT
 
@@ -41,7 +41,7 @@ async def change_rows(database: Database) -> int:
 async def test_the_kept_counts_are_the_counted_ones_after_every_change(database_url):
     database = Database(database_url)
     store = JobStore(database, lambda: NOW)
-    queue = Queue(database, Settings(_env_file=None, domain_max_in_flight=1000))
+    queue = queue_on(database, Settings(_env_file=None, domain_max_in_flight=1000))
     try:
         await store.submit(
             [

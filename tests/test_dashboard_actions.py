@@ -11,9 +11,8 @@ from html import unescape
 from app.clock import utc_now
 from app.model import DeadReason, DomainPause, ErrorKind, Failure, MarkDead, NewJob
 from app.runtime import Runtime
-from app.store.queue import Queue
 from tests.activity import DOMAINS, GONE, LIVE, STOPPED, seed_activity
-from tests.conftest import eventually, running_app, wait_for_status
+from tests.conftest import eventually, queue_on, running_app, wait_for_status
 from tests.outcomes import failed
 from tests.test_dashboard import PAUSED_DOMAIN, banner, seed
 from tests.webserver import Reply, ScriptedServer
@@ -22,7 +21,7 @@ from tests.webserver import Reply, ScriptedServer
 async def dead_job(runtime: Runtime, domain: str) -> str:
     """A job of `domain` made dead through the store, as a worker would (fatal 404)."""
     (job,) = await runtime.jobs.submit([NewJob(f"https://{domain}/", domain, "default", 4)])
-    queue = Queue(runtime.database, runtime.settings)
+    queue = queue_on(runtime.database, runtime.settings)
     (lease,) = await queue.claim("w", 1, utc_now(), 60)
     fatal = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
     await queue.record([failed(lease, MarkDead(DeadReason.FATAL, fatal))], utc_now())
@@ -109,7 +108,7 @@ async def test_run_now_on_a_paused_domain_says_it_waits_and_keeps_it_listed(make
         until = later + timedelta(minutes=5)
         runtime = app.state.runtime
         pause = DomainPause(until, "HTTP 429, Retry-After 600s")
-        await Queue(runtime.database, runtime.settings).pause_domain("slow.example", pause)
+        await queue_on(runtime.database, runtime.settings).pause_domain("slow.example", pause)
         response = await client.post(f"/dashboard/jobs/{job['id']}/retry")
         after = (await client.get(f"/jobs/{job['id']}")).json()
         page = (await client.get("/dashboard")).text

@@ -16,6 +16,7 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.tables import domains, new_domain
+from tests.conftest import queue_on
 from tests.outcomes import record, succeeded
 from tests.test_queue import RESULT
 
@@ -26,7 +27,7 @@ NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 async def store(database_url):
     database = Database(database_url)
     settings = Settings(_env_file=None, domain_max_in_flight=1)
-    yield JobStore(database, lambda: NOW), Queue(database, settings), settings
+    yield JobStore(database, lambda: NOW), queue_on(database, settings)
     await database.dispose()
 
 
@@ -61,14 +62,14 @@ async def analyzed(database: Database) -> None:
         await database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
 
 
-async def claim_work(queue: Queue, settings: Settings, now: datetime) -> tuple[int, int]:
-    """Run one claim of up to 8 jobs and record them; how many it took, and its work
-    (`work_counter`)."""
+async def claim_work(queue: Queue, now: datetime) -> tuple[int, int]:
+    """Run one claim of up to 8 jobs (by the queue's rules) and record them; how many it
+    took, and its work (`work_counter`)."""
 
     def claim(conn: sa.Connection) -> tuple[list[Lease], int]:
         counted = work_counter(conn)
         before = counted()
-        leases = claim_in(conn, queue.db.backend, "w", 8, now, 60, settings)
+        leases = claim_in(conn, queue.db.backend, "w", 8, now, 60, queue.shares)
         work = counted() - before
         if conn.dialect.name == "sqlite":
             conn.connection.driver_connection.set_progress_handler(None, 1)  # type: ignore[union-attr]
@@ -102,13 +103,13 @@ async def add_other_domains(database: Database, first: int, last: int) -> None:
 async def test_a_claim_reads_no_domain_row_its_candidates_do_not_name(store):
     """2,700 more rows of other domains (half of them paused) add no work to a claim that
     steps over 200 jobs of a paused domain to the one it may take."""
-    jobs, queue, settings = store
+    jobs, queue = store
     await paused_ahead(jobs, queue)
     await add_other_domains(queue.db, 0, 300)
-    among_few = await claim_work(queue, settings, NOW + timedelta(seconds=1))
+    among_few = await claim_work(queue, NOW + timedelta(seconds=1))
     await add_other_domains(queue.db, 300, 3000)
 
-    among_many = await claim_work(queue, settings, NOW + timedelta(seconds=2))
+    among_many = await claim_work(queue, NOW + timedelta(seconds=2))
 
     assert (1, 1) == (among_few[0], among_many[0])
     assert among_many[1] - among_few[1] < 2700 // 10, (among_few, among_many)
@@ -120,11 +121,11 @@ async def test_postgresql_reads_a_small_domain_table_per_claim_not_per_job(pg_ur
     database = Database(pg_url)
     try:
         settings = Settings(_env_file=None, domain_max_in_flight=1)
-        jobs, queue = JobStore(database, lambda: NOW), Queue(database, settings)
+        jobs, queue = JobStore(database, lambda: NOW), queue_on(database, settings)
         await paused_ahead(jobs, queue)
         await add_other_domains(database, 0, 300)
 
-        taken, rows_read = await claim_work(queue, settings, NOW + timedelta(seconds=1))
+        taken, rows_read = await claim_work(queue, NOW + timedelta(seconds=1))
     finally:
         await database.dispose()
 
@@ -143,7 +144,7 @@ async def test_a_claim_inserts_a_missing_domain_row_so_its_limit_holds(store):
     """A domain whose row went (retention, racing a submit) gets it back from the claim that
     finds it missing, with the fetch counted: the domain's limit of 1 holds for the next
     claim, and recording the fetch frees its slot."""
-    jobs, queue, _ = store
+    jobs, queue = store
     await jobs.submit([new("/1"), new("/2")])
     await queue.db.transact(lambda conn: conn.execute(sa.delete(domains)))
     assert [None, None] == [job.blocked_by for job in (await jobs.list()).items]

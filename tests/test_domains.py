@@ -8,8 +8,7 @@ import pytest
 from app.clock import utc_now
 from app.fetch.urls import job_domain
 from app.model import DomainPause
-from app.store.queue import Queue
-from tests.conftest import eventually, running_app, submit, wait_for_status
+from tests.conftest import eventually, queue_on, running_app, submit, wait_for_status
 from tests.processes import READY, worker_process
 from tests.webserver import Reply, ScriptedServer
 
@@ -117,7 +116,7 @@ async def test_a_small_tenant_is_not_starved(make_settings, web):
     async with running_app(settings) as (app, client):
         domain = job_domain(web.url("/"))
         hold = DomainPause(utc_now() + timedelta(hours=1), "held while both tenants submit")
-        await Queue(app.state.runtime.database, settings).pause_domain(domain, hold)
+        await queue_on(app.state.runtime.database, settings).pause_domain(domain, hold)
         big = {"jobs": [{"url": web.url(f"/a/{i}"), "tenant": "a"} for i in range(100)]}
         small = {"jobs": [{"url": web.url(f"/b/{i}"), "tenant": "b"} for i in range(5)]}
         assert 201 == (await client.post("/jobs/batch", json=big)).status_code

@@ -22,6 +22,7 @@ from app.api.app import create_app
 from app.fetch import guard
 from app.fetch.fetcher import Fetcher
 from app.settings import Settings
+from app.views import Views, destinations_of
 from tests.conftest import running_app, wait_for_status
 from tests.hostile import PAGE, HostileServer
 
@@ -326,7 +327,7 @@ async def test_no_content_until_success(make_settings):
 async def test_32_concurrent_oversize_fetches_keep_memory_bounded():
     """32 endless bodies at once, with the default 10 MiB cap, grow RSS by well under 100 MiB."""
     settings = Settings(_env_file=None, allowed_hosts="127.0.0.1", worker_concurrency=32)
-    fetcher = Fetcher(settings)
+    fetcher = Fetcher(Views.of(settings).fetch, destinations=destinations_of(settings))
     try:
         with HostileServer() as server, PeakRSS() as rss:
             started = time.monotonic()

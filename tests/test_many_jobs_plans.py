@@ -13,10 +13,10 @@ from app.model import JobStatus
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.queue import Queue
 from bench.claim import claim_plans
 from bench.harness import drop_database, fresh_database
 from bench.ten_million import Shape, dead_cursor, fill
+from tests.conftest import queue_on
 
 
 @pytest.mark.timeout(120)
@@ -26,7 +26,7 @@ async def test_the_reads_of_a_big_queue_go_through_indexes(pg_url):
     try:
         await fill(database, Shape(50_000, 1000, 100, 0.05))
         store = JobStore(database, utc_now)
-        queue = Queue(database, Settings(_env_file=None))
+        queue = queue_on(database, Settings(_env_file=None))
         deep = await dead_cursor(database, 1500)
         plans = {
             "claim": await claim_plans(database, lambda: queue.claim("w", 32, utc_now(), 60)),

@@ -9,9 +9,8 @@ import pytest
 from app.model import Fetched, NewJob, PageMetadata
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.queue import Queue
 from app.store.tables import jobs
-from tests.conftest import running_app
+from tests.conftest import queue_on, running_app
 from tests.outcomes import succeeded
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -57,7 +56,7 @@ async def recorded(make_settings):
     settings = make_settings(worker_enabled=False)
     database = Database(settings.database_url)
     clock = iter(NOW + timedelta(milliseconds=i) for i in range(10**6))
-    store, queue = JobStore(database, lambda: next(clock)), Queue(database, settings)
+    store, queue = JobStore(database, lambda: next(clock)), queue_on(database, settings)
 
     async def record(*results: Fetched) -> list[str]:
         new = [NewJob(f"http://a.test/{i}", "a.test", "default", 3) for i in range(len(results))]

@@ -13,7 +13,8 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore
-from app.store.queue import Queue
+from app.views import Views
+from tests.conftest import queue_on
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -26,6 +27,7 @@ SETTINGS = Settings(
     domain_failure_threshold=3,
     domain_max_in_flight=1000,
 )
+VIEWS = Views.of(SETTINGS)
 
 
 def http(status: int, retry_after: str | None = None) -> Failure:
@@ -38,18 +40,18 @@ async def parts(database_url):
     """A completer on a real queue with a fixed clock, leases of jobs on a.test, the
     domain view."""
     database = Database(database_url)
-    queue = Queue(database, SETTINGS)
+    queue = queue_on(database, SETTINGS)
     jobs = JobStore(database, lambda: NOW)
     new = [NewJob(f"http://a.test/{i}", "a.test", "t", 5) for i in range(4)]
     await jobs.submit(new)
     leases = await queue.claim("w", 4, NOW, 60)
-    completer = Completer(queue, SETTINGS, lambda: NOW)
+    completer = Completer(queue, VIEWS.batching, VIEWS.retry, lambda: NOW)
     yield completer, sorted(leases, key=lambda lease: lease.url), DomainStore(database, jobs.clock)
     await database.dispose()
 
 
 def settled(lease: Lease, result: Failure | Fetched):
-    return policy.settle(lease, result, 5, NOW, SETTINGS, rand=lambda: 0.5)
+    return policy.settle(lease, result, 5, NOW, VIEWS.retry, rand=lambda: 0.5)
 
 
 def pause_lines(caplog) -> list[str]:

@@ -22,9 +22,9 @@ from app.model import (
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.queue import Queue
 from app.store.reads import ContentStore
 from app.store.tables import Domain, Tenant, contents, domains
+from tests.conftest import queue_on
 from tests.outcomes import failed, is_dead, record, succeeded, take_back_expired
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -37,7 +37,7 @@ async def store(database_url):
     clock = iter(NOW + timedelta(milliseconds=i) for i in range(10**6))
     yield (
         JobStore(database, lambda: next(clock)),
-        Queue(database, Settings(_env_file=None, domain_max_in_flight=1000)),
+        queue_on(database, Settings(_env_file=None, domain_max_in_flight=1000)),
     )
     await database.dispose()
 

@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.fetch.pool import ExtractionPool
-from app.store.queue import Queue
-from tests.conftest import eventually, running_app, submit, wait_for_status
+from tests.conftest import eventually, queue_on, running_app, submit, wait_for_status
 from tests.webserver import Reply
 
 ETAG = '"v1"'
@@ -308,7 +307,7 @@ async def test_retention_keeps_jobs_that_refresh_on_a_schedule(make_settings, we
         kept = await submit(client, web.url("/kept"), refresh_every=3600)
         for job in (once, kept):
             await wait_for_status(client, job["id"], "succeeded")
-        queue = Queue(app.state.runtime.database, app.state.runtime.settings)
+        queue = queue_on(app.state.runtime.database, app.state.runtime.settings)
         deleted = await queue.prune(datetime.now(UTC) + timedelta(days=1))
         answers = [(await client.get(f"/jobs/{j['id']}")).status_code for j in (once, kept)]
     assert (1, [404, 200]) == (deleted, answers)

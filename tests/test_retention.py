@@ -13,7 +13,7 @@ from app.store.jobs import JobNotFound, JobStore, StateConflict
 from app.store.queue import Queue
 from app.store.retention import prune_domains, prune_jobs
 from app.store.tables import Attempt, JobContent, JobRow, domains, new_domain
-from tests.conftest import running_app
+from tests.conftest import queue_on, running_app
 from tests.outcomes import failed, record, succeeded
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -37,7 +37,7 @@ class Clock:
 async def store(database_url):
     database = Database(database_url)
     clock = Clock()
-    queue = Queue(database, Settings(_env_file=None, domain_max_in_flight=1000))
+    queue = queue_on(database, Settings(_env_file=None, domain_max_in_flight=1000))
     yield JobStore(database, clock), queue, clock
     await database.dispose()
 
@@ -238,7 +238,7 @@ async def test_delete_endpoint(app_client):
     """DELETE /jobs/{id}: 204 for terminal jobs, 409 problem while pending or running, 404
     for unknown ids and another tenant's jobs."""
     app, client = app_client
-    queue = Queue(app.state.runtime.database, app.state.runtime.settings)
+    queue = queue_on(app.state.runtime.database, app.state.runtime.settings)
 
     async def submit() -> str:
         response = await client.post("/jobs", json={"url": "http://a.test/"}, headers=auth(KEY_A))

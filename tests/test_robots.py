@@ -7,6 +7,7 @@ from app.clock import utc_now
 from app.fetch.fetcher import Fetcher
 from app.fetch.robots import RobotsTxt
 from app.settings import Settings
+from app.views import Views, destinations_of
 from tests.conftest import running_app, submit, wait_for_status
 from tests.webserver import Reply, ScriptedServer
 
@@ -102,9 +103,10 @@ async def test_robots_txt_is_read_through_the_ssrf_guard(web: ScriptedServer):
     """With private networks not allowed, a robots.txt on 127.0.0.1 is never requested: it
     goes through the fetcher's guard (which refuses the page's own fetch too)."""
     settings = Settings(_env_file=None, robots_txt="obey", extract_processes=0)
-    fetcher = Fetcher(settings)
+    views = Views.of(settings)
+    fetcher = Fetcher(views.fetch, destinations=destinations_of(settings))
     try:
-        check = await RobotsTxt(fetcher, settings, utc_now).check(web.url("/page"))
+        check = await RobotsTxt(fetcher, views.robots, utc_now).check(web.url("/page"))
     finally:
         await fetcher.aclose()
     assert (None, 0) == (check.refusal, web.count("/robots.txt"))

@@ -70,9 +70,9 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore, StateConflict
-from app.store.queue import Queue
 from app.store.tables import attempts, contents, domains, jobs, tenants
-from tests.conftest import _truncate
+from app.views import Views
+from tests.conftest import _truncate, queue_on
 
 T = TypeVar("T")
 
@@ -90,6 +90,7 @@ SETTINGS = Settings(
     retry_after_max_seconds=60.0,
     max_deferrals=2,
 )
+RETRY = Views.of(SETTINGS).retry
 FETCHED = Fetched(200, "http://a.test/", "text/html", 4, "0" * 64, "t", 4, b"body", "body")
 FAILURES = {
     "transient": Failure(ErrorKind.TRANSIENT, "HTTPStatusError", "HTTP 503", 503),
@@ -116,10 +117,10 @@ class Expected:
 def outcome_of(kind: str, lease: Lease, now: datetime) -> Outcome:
     """The outcome the worker records for a fetch that ended this way."""
     if kind == "complete":
-        return policy.settle(lease, FETCHED, 5, now, SETTINGS, lambda: 0.5)
+        return policy.settle(lease, FETCHED, 5, now, RETRY, lambda: 0.5)
     if kind == "handed_back":
         return policy.handed_back(lease, now)
-    return policy.settle(lease, FAILURES[kind], 5, now, SETTINGS, lambda: 0.5)
+    return policy.settle(lease, FAILURES[kind], 5, now, RETRY, lambda: 0.5)
 
 
 Step = TypeVar("Step", bound=Callable[..., None])
@@ -168,7 +169,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.now = START
         self.db = Database(self.run(self._fresh_url()))
         self.jobs = JobStore(self.db, lambda: self.now)
-        self.queue = Queue(self.db, SETTINGS)
+        self.queue = queue_on(self.db, SETTINGS)
         self.domains = DomainStore(self.db, lambda: self.now)
         self.model: dict[str, Expected] = {}
         self.held: dict[str, tuple[Lease, datetime]] = {}

@@ -13,9 +13,9 @@ from app.model import ErrorKind, Failure, Fetched, NewJob
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.store.queue import Queue
 from app.store.tables import attempts, jobs, tenants
-from tests.conftest import eventually, running_app
+from app.views import Views
+from tests.conftest import eventually, queue_on, running_app
 from tests.outcomes import failed, record, succeeded, take_back_expired
 from tests.webserver import Reply, ScriptedServer
 
@@ -117,7 +117,7 @@ SERVER_ERROR = Failure(ErrorKind.TRANSIENT, "HTTPStatus", "HTTP 500", 500)
 async def store(database_url):
     database = Database(database_url)
     settings = Settings(_env_file=None, domain_max_in_flight=1000, tenant_max_in_flight=2)
-    yield JobStore(database, lambda: NOW), Queue(database, settings), settings
+    yield JobStore(database, lambda: NOW), queue_on(database, settings), settings
     await database.dispose()
 
 
@@ -139,7 +139,7 @@ async def test_the_count_returns_to_0_whichever_way_jobs_leave_running(store):
     assert [] == await queue.claim("w", 8, now, 60), "at its quota"
 
     assert await record(queue, succeeded(first[0], RESULT), now)
-    dead = policy.settle(first[1], SERVER_ERROR, 1, now, settings).decision
+    dead = policy.settle(first[1], SERVER_ERROR, 1, now, Views.of(settings).retry).decision
     assert await record(queue, failed(first[1], dead), now)
     assert {"t": 0} == await _in_flight(queue.db)
 
@@ -163,7 +163,7 @@ async def test_a_new_weight_1_tenant_starts_in_the_next_claim(database_url):
     floor, and first on the tie), then waits its turn by weight."""
     database = Database(database_url)
     settings = Settings(_env_file=None, domain_max_in_flight=1000, tenant_weights={"big": 100})
-    store, queue = JobStore(database, lambda: NOW), Queue(database, settings)
+    store, queue = JobStore(database, lambda: NOW), queue_on(database, settings)
     try:
         await store.submit([new(i, "big") for i in range(400)])
         for i in range(20):

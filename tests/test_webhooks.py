@@ -15,9 +15,8 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobStore
-from app.store.queue import Queue
 from app.webhooks import cut
-from tests.conftest import eventually, running_app, wait_for_status
+from tests.conftest import eventually, queue_on, running_app, wait_for_status
 from tests.outcomes import take_back_expired
 from tests.receivers import Receiver
 from tests.test_metrics import parse
@@ -168,7 +167,7 @@ async def test_store_owes_claims_and_fences(database_url):
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     database = Database(database_url)
     try:
-        jobs, queue = JobStore(database, lambda: now), Queue(database, Settings(_env_file=None))
+        jobs, queue = JobStore(database, lambda: now), queue_on(database, Settings(_env_file=None))
         store = DeliveryStore(database)
         fields = {"domain": "a.test", "tenant": "t", "max_attempts": 1}
         hooked, plain = await jobs.submit(

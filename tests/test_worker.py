@@ -15,9 +15,8 @@ from app import policy
 from app.clock import utc_now
 from app.settings import Settings
 from app.store.database import Database
-from app.store.queue import Queue
 from app.store.tables import domains
-from tests.conftest import eventually, running_app, submit, wait_for_status
+from tests.conftest import eventually, queue_on, running_app, submit, wait_for_status
 from tests.outcomes import take_back_expired
 from tests.webserver import Reply, ScriptedServer
 
@@ -218,7 +217,7 @@ async def test_heartbeats_go_on_through_the_grace_period(make_settings, web, cap
             app.state.runtime.stop_worker()
 
             async def finished() -> bool:
-                reclaimed.extend(await take_back_expired(Queue(other, settings), utc_now()))
+                reclaimed.extend(await take_back_expired(queue_on(other, settings), utc_now()))
                 status = (await client.get(f"/jobs/{job['id']}")).json()["status"]
                 return status != "running"
 

@@ -14,9 +14,8 @@ from app.cli import cli
 from app.model import WorkerPresence
 from app.settings import Settings
 from app.store.database import Database
-from app.store.queue import Queue
 from app.store.workers import WorkerState, WorkerStore
-from tests.conftest import eventually, running_app
+from tests.conftest import eventually, queue_on, running_app
 from tests.webserver import Reply
 
 NOW = datetime(2026, 11, 30, 3, 12, 4, tzinfo=UTC)
@@ -69,7 +68,10 @@ async def test_silent_workers_are_gone_and_old_rows_are_pruned(database_url):
     """A row not heard of for longer than the silence allowed is gone, unless it stopped;
     a worker's first beat deletes rows silent for a day."""
     database = Database(database_url)
-    queue, workers = Queue(database, Settings(_env_file=None)), WorkerStore(database, lambda: NOW)
+    queue, workers = (
+        queue_on(database, Settings(_env_file=None)),
+        WorkerStore(database, lambda: NOW),
+    )
     try:
         await queue.report(presence("old:1:aa", NOW - timedelta(days=2)), NOW - timedelta(days=2))
         await queue.report(presence("quiet:2:bb", running=3), NOW - timedelta(seconds=11))
@@ -111,7 +113,7 @@ def test_ingest_workers_at_80_columns_and_as_json(database_url, monkeypatch, tmp
 
     async def seed() -> None:
         database = Database(database_url)
-        queue = Queue(database, Settings(_env_file=None))
+        queue = queue_on(database, Settings(_env_file=None))
         try:
             await queue.report(presence(long_id, now - timedelta(hours=1), running=7), now)
             await queue.report(presence("gone:42:ffee0011", now), now - timedelta(hours=1))

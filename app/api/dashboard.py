@@ -38,7 +38,6 @@ from app.api.pages import View, ViewDep, templates
 from app.content.types import has_text, media_type
 from app.keys import ADMIN
 from app.model import JobStatus
-from app.settings import Settings
 from app.store.activity import finished_per_minute
 from app.store.domains import DomainOverview
 from app.store.jobs import JobNotFound, JobStore, StateConflict
@@ -89,10 +88,10 @@ router = APIRouter(
 )
 
 
-def silence(settings: Settings) -> timedelta:
+def silence(lease_seconds: float) -> timedelta:
     """How long a worker may go unheard before it is shown as gone: two leases, six of its
     heartbeats."""
-    return timedelta(seconds=2 * settings.lease_seconds)
+    return timedelta(seconds=2 * lease_seconds)
 
 
 @router.get("", name="dashboard")
@@ -110,7 +109,7 @@ async def overview(
         "notice": await _banner(notice, jobs, view),
         "stats": await jobs.stats(view.tenant, view.domain),
         "chart": layout(await finished_per_minute(runtime.database, now, CHART_MINUTES)),
-        "workers": await runtime.workers.list(now, silence(runtime.settings)),
+        "workers": await runtime.workers.list(now, silence(runtime.settings.lease_seconds)),
         "running": await jobs.running(view.domain, view.tenant, PAGE_SIZE),
         "domains": _busiest_first(domains)[:PAGE_SIZE],
         "domain_count": len(domains),

@@ -83,12 +83,13 @@ def submit(
 def _domain(url: str, settings: Settings) -> str:
     """The URL's domain; exit 2 for a URL the API would refuse (422)."""
     from app.cli.output import printable
-    from app.fetch.guard import BlockedDestination, Destinations
+    from app.fetch.guard import BlockedDestination
     from app.fetch.urls import domain_of, job_url
+    from app.views import destinations_of
 
     try:
         parsed = job_url(url)
-        Destinations.from_settings(settings).check_url(parsed)
+        destinations_of(settings).check_url(parsed)
     except (ValueError, BlockedDestination) as exc:
         fail(f"{printable(url)}: {exc}", code=2)
     return domain_of(parsed)

@@ -45,7 +45,6 @@ from typing import IO, Any
 import h11
 import httpx
 
-from app.content.extract import ExtractionLimits
 from app.content.types import UnparseableContent, header_charset, is_allowed_type, media_type
 from app.fetch.decoding import ACCEPT_ENCODING, Inflater, codings
 from app.fetch.guard import (
@@ -59,7 +58,6 @@ from app.fetch.guard import (
 from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout, PoolSettings
 from app.model import AttemptOutcome, ErrorKind, Failure, Fetched, Previous, Unmodified
 from app.policy import classify_exception, classify_status
-from app.settings import Settings
 
 SPOOL_BYTES = 1024 * 1024
 CONTENT_TYPE_MAX_CHARS = 255
@@ -128,38 +126,54 @@ def _fatal(type_: str, message: str) -> Failure:
     return Failure(ErrorKind.FATAL, type_, message)
 
 
+@dataclass(frozen=True, slots=True)
+class FetchLimits:
+    """What a fetch may take and keep, built once from the settings by the composition root
+    (`app.runtime`); robots.txt is read within the same (`app.fetch.robots`)."""
+
+    connections: int
+    """HTTP connections, one per worker slot (INGEST_WORKER_CONCURRENCY)."""
+    connect_timeout_seconds: float
+    read_timeout_seconds: float
+    fetch_timeout_seconds: float
+    max_redirects: int
+    max_body_bytes: int
+    allowed_content_types: tuple[str, ...]
+    user_agent: str
+    transient_errors: tuple[str, ...]
+    """Exception names that are transient (`app.policy.classify_exception`)."""
+    transient_status_codes: frozenset[int]
+    """HTTP statuses that are transient (`app.policy.classify_status`)."""
+    extraction: PoolSettings
+    """The extraction processes' number and bounds (`app.fetch.pool`)."""
+
+
 class Fetcher:
     def __init__(
         self,
-        settings: Settings,
+        limits: FetchLimits,
         transport: httpx.AsyncBaseTransport | None = None,
         resolver: Resolver = system_resolver,
         destinations: Destinations | None = None,
     ):
         """`transport` replaces the guarded one (unit tests); `resolver` is the guard's DNS;
-        `destinations` the guard's rules, as the composition root parsed them (else parsed
-        from `settings` here)."""
-        self.settings = settings
+        `destinations` the guard's rules, as the composition root parsed them (needed
+        unless `transport` is given)."""
+        self.limits = limits
         if transport is not None:
             self.clients = [self._client(transport)]
         else:
-            destinations = destinations or Destinations.from_settings(settings)
+            if destinations is None:
+                raise ValueError("a guarded fetcher needs the destinations it may reach")
             self.clients = [
                 self._client(GuardedTransport(destinations, _limits(size), resolver))
-                for size in pool_sizes(settings.worker_concurrency)
+                for size in pool_sizes(limits.connections)
             ]
         self._busy = [0] * len(self.clients)
-        self.extraction = ExtractionPool(
-            PoolSettings(
-                processes=settings.extraction_processes,
-                timeout_seconds=settings.extract_timeout_seconds,
-                memory_mb=settings.extract_memory_mb,
-                limits=ExtractionLimits(pdf_max_pages=settings.pdf_max_pages),
-            )
-        )
+        self.extraction = ExtractionPool(limits.extraction)
 
     def _client(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
-        settings = self.settings
+        limits = self.limits
         return httpx.AsyncClient(
             # Proxy variables must not route fetches around the guard.
             trust_env=False,
@@ -168,13 +182,13 @@ class Fetcher:
             # Shared by every job and tenant: no cookie goes from one fetch to another.
             cookies=no_cookies(),
             timeout=httpx.Timeout(
-                connect=settings.connect_timeout_seconds,
-                read=settings.read_timeout_seconds,
-                write=settings.read_timeout_seconds,
-                pool=settings.connect_timeout_seconds,
+                connect=limits.connect_timeout_seconds,
+                read=limits.read_timeout_seconds,
+                write=limits.read_timeout_seconds,
+                pool=limits.connect_timeout_seconds,
             ),
             transport=transport,
-            headers={"User-Agent": settings.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
+            headers={"User-Agent": limits.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
             event_hooks={"response": [_check_location]},
         )
 
@@ -184,10 +198,10 @@ class Fetcher:
         """GET `url`. A refresh passes what the job's last success stored (`previous`): the
         GET is conditional on its validators, and a 304, or a body the very same as the one
         stored, is `Unmodified` (no body kept, nothing extracted)."""
-        settings = self.settings
+        limits = self.limits
         try:
             # httpx's read timeout is per read; this bounds the whole exchange.
-            async with asyncio.timeout(settings.fetch_timeout_seconds):
+            async with asyncio.timeout(limits.fetch_timeout_seconds):
                 fetched = await self._get(url, _conditional(previous))
             if isinstance(fetched, Failure | Unmodified):
                 return fetched
@@ -204,8 +218,8 @@ class Fetcher:
                 )
             return await self._extract(fetched)
         except TimeoutError:
-            exc = FetchTimeout(f"no complete answer within {settings.fetch_timeout_seconds:g}s")
-            return classify_exception(exc, settings.transient_errors)
+            exc = FetchTimeout(f"no complete answer within {limits.fetch_timeout_seconds:g}s")
+            return classify_exception(exc, limits.transient_errors)
         except BlockedDestination as exc:
             return _fatal("BlockedDestination", str(exc))
         except InvalidRedirect as exc:
@@ -213,7 +227,7 @@ class Fetcher:
         except Exception as exc:  # every failure becomes a classified outcome
             if _headers_too_large(exc):
                 return _fatal("HeadersTooLarge", "response headers are too large")
-            return classify_exception(exc, settings.transient_errors)
+            return classify_exception(exc, limits.transient_errors)
 
     @contextlib.contextmanager
     def client(self) -> Iterator[httpx.AsyncClient]:
@@ -232,7 +246,7 @@ class Fetcher:
             # The validators go on every hop: they belong to the URL the job names, whose
             # redirects the last success followed too.
             request = client.build_request("GET", url, headers=conditions)
-            for _ in range(self.settings.max_redirects + 1):
+            for _ in range(self.limits.max_redirects + 1):
                 response = await client.send(request, stream=True)
                 try:
                     if response.status_code == 304 and conditions:
@@ -250,10 +264,9 @@ class Fetcher:
             raise httpx.TooManyRedirects("Exceeded maximum allowed redirects.", request=request)
 
     async def _answer(self, response: httpx.Response) -> _Body | Failure:
-        settings = self.settings
         failure = classify_status(
             response.status_code,
-            settings.transient_status_codes,
+            self.limits.transient_status_codes,
             _header(response, "retry-after"),
         )
         if failure is None:
@@ -289,7 +302,7 @@ class Fetcher:
         self, stream: AsyncIterator[bytes], inflater: Inflater, spool: IO[bytes], digest: Any
     ) -> Failure | None:
         """Decode, count, hash and spool the body; a Failure if it is too large or corrupt."""
-        limit = self.settings.max_body_bytes
+        limit = self.limits.max_body_bytes
         size = 0
         try:
             async for raw in stream:
@@ -314,7 +327,7 @@ class Fetcher:
         length = headers.get("content-length", "")
         empty = response.status_code in (204, 205) or length == "0"
         media = media_type(_header(response, "content-type"))
-        if not empty and not is_allowed_type(media, self.settings.allowed_content_types):
+        if not empty and not is_allowed_type(media, self.limits.allowed_content_types):
             return _fatal(
                 "UnsupportedContentType",
                 f"content type {media or '(none)'} is not allowed (INGEST_ALLOWED_CONTENT_TYPES)",
@@ -325,8 +338,8 @@ class Fetcher:
                 "UnsupportedContentEncoding",
                 f"content encoding {_header(response, 'content-encoding')!r} was not offered",
             )
-        if not coding and length.isdigit() and int(length) > self.settings.max_body_bytes:
-            return _too_large(self.settings.max_body_bytes)
+        if not coding and length.isdigit() and int(length) > self.limits.max_body_bytes:
+            return _too_large(self.limits.max_body_bytes)
         return None
 
     async def _extract(self, fetched: _Body) -> Fetched | Failure:

@@ -38,8 +38,6 @@ from typing import Any
 import httpcore
 import httpx
 
-from app.settings import Settings
-
 IPAddress = IPv4Address | IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str], Awaitable[Sequence[IPAddress]]]
@@ -194,12 +192,20 @@ class Destinations:
     blocked: _Hosts = field(default_factory=_Hosts)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Destinations":
+    def parse(
+        cls,
+        allow_private: bool,
+        ports: frozenset[int],
+        allowed_hosts: Iterable[str] = (),
+        blocked_hosts: Iterable[str] = (),
+    ) -> "Destinations":
+        """The rules of INGEST_ALLOW_PRIVATE_NETWORKS, INGEST_ALLOWED_PORTS and the entries of
+        INGEST_ALLOWED_HOSTS and INGEST_BLOCKED_HOSTS (as the settings checked them)."""
         return cls(
-            allow_private=settings.allow_private_networks,
-            ports=settings.allowed_ports,
-            allowed=_Hosts.parse(settings.allowed_hosts),
-            blocked=_Hosts.parse(settings.blocked_hosts),
+            allow_private=allow_private,
+            ports=ports,
+            allowed=_Hosts.parse(allowed_hosts),
+            blocked=_Hosts.parse(blocked_hosts),
         )
 
     def check_url(self, url: httpx.URL | str) -> None:

@@ -44,7 +44,6 @@ from app.robots import (
     rules_from_failure,
     while_unreachable,
 )
-from app.settings import Settings
 
 CACHE_ORIGINS = 10_000
 CACHE_BYTES = 64 * 1024 * 1024
@@ -67,6 +66,20 @@ class RobotsCheck:
     where every claim sees it."""
 
 
+@dataclass(frozen=True, slots=True)
+class RobotsLimits:
+    """How robots.txt is read and kept, built once from the settings by the composition root
+    (`app.runtime`); the rest (timeouts, User-Agent, what is transient) is the fetcher's
+    (`FetchLimits`)."""
+
+    cache_seconds: float
+    """How long a robots.txt read is kept (INGEST_ROBOTS_CACHE_SECONDS)."""
+    max_bytes: int
+    """Of a robots.txt, this many bytes are read (INGEST_ROBOTS_MAX_BYTES)."""
+    unreachable_max_seconds: float
+    """A robots.txt failing this long is taken as absent (INGEST_ROBOTS_UNREACHABLE_MAX_SECONDS)."""
+
+
 @dataclass(frozen=True)
 class _Kept:
     rules: RobotsRules
@@ -75,11 +88,11 @@ class _Kept:
 
 
 class RobotsTxt:
-    def __init__(self, fetcher: Fetcher, settings: Settings, clock: Clock) -> None:
+    def __init__(self, fetcher: Fetcher, limits: RobotsLimits, clock: Clock) -> None:
         self.fetcher = fetcher
-        self.settings = settings
+        self.limits = limits
         self.clock = clock
-        self.token = product_token(settings.user_agent)
+        self.token = product_token(fetcher.limits.user_agent)
         """How robots.txt groups name this crawler: the User-Agent's product token."""
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._kept_bytes = 0
@@ -119,9 +132,7 @@ class RobotsTxt:
                     return answer
                 since = self._failing_since.setdefault(robots_url, now)
                 _bound(self._failing_since, CACHE_ORIGINS)
-                answer = while_unreachable(
-                    answer, since, now, self.settings.robots_unreachable_max_seconds
-                )
+                answer = while_unreachable(answer, since, now, self.limits.unreachable_max_seconds)
                 if isinstance(answer, Failure):
                     return answer
             self._failing_since.pop(robots_url, None)
@@ -131,7 +142,7 @@ class RobotsTxt:
             self._reading.pop(robots_url, None)
 
     def _keep(self, robots_url: str, rules: RobotsRules, size: int, now: datetime) -> None:
-        until = now + timedelta(seconds=self.settings.robots_cache_seconds)
+        until = now + timedelta(seconds=self.limits.cache_seconds)
         old = self._kept.pop(robots_url, None)
         self._kept_bytes += size - (old.size if old else 0)
         self._kept[robots_url] = _Kept(rules, size, until)
@@ -141,31 +152,31 @@ class RobotsTxt:
 
     async def _read(self, robots_url: str) -> tuple[RobotsRules | Failure, int]:
         """GET robots.txt: the rules it gives and the bytes read, or the failure it makes."""
-        settings = self.settings
+        fetching = self.fetcher.limits
         try:
-            async with asyncio.timeout(settings.fetch_timeout_seconds):
+            async with asyncio.timeout(fetching.fetch_timeout_seconds):
                 with self.fetcher.client() as client:
                     request = client.build_request("GET", robots_url)
                     for _ in range(MAX_REDIRECTS + 1):
                         response = await client.send(request, stream=True)
                         try:
                             if response.next_request is None:
-                                return await _answer(response, settings.robots_max_bytes)
+                                return await _answer(response, self.limits.max_bytes)
                             request = response.next_request
                         finally:
                             await response.aclose()  # a 3xx body is never read
             return ALLOW_ALL, 0
         except TimeoutError:
             exc: Exception = FetchTimeout(
-                f"no complete answer within {settings.fetch_timeout_seconds:g}s"
+                f"no complete answer within {fetching.fetch_timeout_seconds:g}s"
             )
-            failure = classify_exception(exc, settings.transient_errors)
+            failure = classify_exception(exc, fetching.transient_errors)
         except BlockedDestination as exc:
             failure = Failure(ErrorKind.FATAL, "BlockedDestination", str(exc))
         except InvalidRedirect as exc:
             failure = Failure(ErrorKind.FATAL, "InvalidRedirect", str(exc))
         except Exception as exc:  # every failure becomes a classified outcome
-            failure = classify_exception(exc, settings.transient_errors)
+            failure = classify_exception(exc, fetching.transient_errors)
         return rules_from_failure(failure), 0
 
 

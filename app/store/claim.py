@@ -50,12 +50,12 @@ from app.model import JobStatus, Lease, Previous
 from app.scheduling import (
     Candidate,
     DomainState,
+    ShareRules,
     TenantState,
     choose,
     next_start,
     passes_after,
 )
-from app.settings import Settings
 from app.store.backends import Backend
 from app.store.database import Database
 from app.store.dialect import (
@@ -143,8 +143,8 @@ _STAGE = (
 _ANY_CAME_DUE = _CAME_DUE.limit(_ONE)
 
 
-def _bound(now: datetime, settings: Settings, **values: object) -> dict[str, object]:
-    return {"now": now, "domain_limit": settings.domain_max_in_flight, **values}
+def _bound(now: datetime, rules: ShareRules, **values: object) -> dict[str, object]:
+    return {"now": now, "domain_limit": rules.domain_max_in_flight, **values}
 
 
 _TENANT_LIMIT = sa.bindparam("tenant_limit", type_=sa.Integer)
@@ -312,11 +312,11 @@ _TURNS = (
 )
 
 
-async def anything_claimable(conn: AsyncConnection, now: datetime, settings: Settings) -> bool:
+async def anything_claimable(conn: AsyncConnection, now: datetime, rules: ShareRules) -> bool:
     """Is any job claimable now, or has a waiting one come due (step 0 would move it in)? A
     cheap look before a claim: the first row in claim order that qualifies ends it."""
     for look in (_ANYTHING_CLAIMABLE, _ANY_CAME_DUE):
-        if (await conn.execute(look, _bound(now, settings))).first() is not None:
+        if (await conn.execute(look, _bound(now, rules))).first() is not None:
             return True
     return False
 
@@ -369,10 +369,10 @@ class Found(NamedTuple):
     """What each candidate's lease would need, by job id."""
 
 
-def find_candidates(conn: sa.Connection, limit: int, now: datetime, settings: Settings) -> Found:
+def find_candidates(conn: sa.Connection, limit: int, now: datetime, rules: ShareRules) -> Found:
     """Steps 1 and 2: the waiting tenants' candidates, and what each candidate's lease would
     need. In a write transaction the candidates are locked as they are read."""
-    walk = _bound(now, settings, tenants=limit, tenant_limit=settings.tenant_max_in_flight)
+    walk = _bound(now, rules, tenants=limit, tenant_limit=rules.tenant_max_in_flight)
     rows = all_rows(conn, _WAITING_TENANTS, walk)
     if not rows:
         return Found(0, {}, [], {})
@@ -380,17 +380,17 @@ def find_candidates(conn: sa.Connection, limit: int, now: datetime, settings: Se
     # Twice the share the heaviest tenant would get in turn: room for jobs that domain
     # limits turn away within this claim, without locking far more candidates than one
     # claim takes; never more than a tenant's quota lets one claim take.
-    weights = [settings.tenant_weight(tenant) for tenant in waiting]
+    weights = [rules.tenant_weight(tenant) for tenant in waiting]
     per_tenant = min(2 * limit, max(2, math.ceil(2 * limit * max(weights) / sum(weights))))
-    if settings.tenant_max_in_flight:
-        per_tenant = min(per_tenant, settings.tenant_max_in_flight)
+    if rules.tenant_max_in_flight:
+        per_tenant = min(per_tenant, rules.tenant_max_in_flight)
     if joins_lateral(conn):
         statement: sa.Select[Any] | sa.CompoundSelect[Any] = _CANDIDATES_JOINED
         tenants: dict[str, Any] = {"tenants": waiting}
     else:
         statement = _candidates_apart(len(waiting))
         tenants = {f"t{i}": tenant for i, tenant in enumerate(waiting)}
-    found = all_rows(conn, statement, _bound(now, settings, per_tenant=per_tenant, **tenants))
+    found = all_rows(conn, statement, _bound(now, rules, per_tenant=per_tenant, **tenants))
     return Found(
         rows[0][-1],
         {tenant: TenantState(*state) for tenant, *state, _ in rows},
@@ -405,7 +405,7 @@ async def claim(
     limit: int,
     now: datetime,
     lease_seconds: float,
-    settings: Settings,
+    rules: ShareRules,
     look_first: bool = True,
     stage: bool = True,
 ) -> list[Lease]:
@@ -418,11 +418,11 @@ async def claim(
     # worker polling with write transactions would starve the writers of other processes.
     if look_first and database.backend.look_before_claiming:
         async with database.read() as conn:
-            if not await anything_claimable(conn, now, settings):
+            if not await anything_claimable(conn, now, rules):
                 return []
     return await database.transact(
         lambda conn: claim_in(
-            conn, database.backend, worker_id, limit, now, lease_seconds, settings, stage
+            conn, database.backend, worker_id, limit, now, lease_seconds, rules, stage
         )
     )
 
@@ -434,20 +434,20 @@ def claim_in(
     limit: int,
     now: datetime,
     lease_seconds: float,
-    settings: Settings,
+    rules: ShareRules,
     stage: bool = True,
 ) -> list[Lease]:
     """Run steps 0-5 (0 with `stage`) in the caller's write transaction."""
     if stage:
         stage_due(conn, now)
-    floor, turns, candidates, leasable = find_candidates(conn, limit, now, settings)
+    floor, turns, candidates, leasable = find_candidates(conn, limit, now, rules)
     if not candidates:
         return []
 
     states = _lock_domains(conn, backend, sorted({c.domain for c in candidates}))
-    if settings.tenant_max_in_flight:
+    if rules.tenant_max_in_flight:
         turns = _lock_tenants(conn, sorted({c.tenant for c in candidates}))
-    chosen = choose(candidates, turns, states, limit, now, settings, floor)
+    chosen = choose(candidates, turns, states, limit, now, rules, floor)
     if not chosen:
         return []
 
@@ -462,8 +462,8 @@ def claim_in(
         "lease": lease_id,
     }
     conn.execute(_TAKE, taken)
-    _count_starts(conn, backend, chosen, states, now, settings)
-    _count_turns(conn, backend, chosen, turns, floor, now, settings)
+    _count_starts(conn, backend, chosen, states, now, rules)
+    _count_turns(conn, backend, chosen, turns, floor, now, rules)
     backend.inserts(
         attempts,
         [
@@ -547,7 +547,7 @@ def _count_starts(
     chosen: list[Candidate],
     states: dict[str, DomainState],
     now: datetime,
-    settings: Settings,
+    rules: ShareRules,
 ) -> None:
     starts: dict[str, int] = {}
     for candidate in chosen:
@@ -559,7 +559,7 @@ def _count_starts(
                 "d": domain,
                 "n": n,
                 "now": now,
-                "next_start": next_start(states.get(domain), now, settings),
+                "next_start": next_start(states.get(domain), now, rules),
             }
             for domain, n in sorted(starts.items())
         ],
@@ -573,10 +573,10 @@ def _count_turns(
     turns: dict[str, TenantState],
     floor: int,
     now: datetime,
-    settings: Settings,
+    rules: ShareRules,
 ) -> None:
     """The tenants' jobs in flight counted, their passes advanced, their turns stamped."""
-    served = passes_after(chosen, turns, settings, floor)
+    served = passes_after(chosen, turns, rules, floor)
     # Tenants served in this claim keep their turn order: a microsecond apart. The rows are
     # updated in name order, like the domains': two claims that serve the same tenants in
     # different turn orders would otherwise lock them crosswise and deadlock (PostgreSQL).

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from app.model import DomainPause, JobStatus, Lease, Outcome, WorkerPresence
-from app.settings import Settings
+from app.scheduling import ShareRules
 from app.store import claim, counts, record, refreshes, workers
 from app.store.database import Database
 from app.store.retention import prune_domains, prune_jobs
@@ -47,9 +47,12 @@ class Overdue:
 
 
 class Queue:
-    def __init__(self, database: Database, settings: Settings) -> None:
+    def __init__(self, database: Database, shares: ShareRules, records: record.RecordRules) -> None:
+        """`shares`: the claim's rules (`app.scheduling`); `records`: what a record keeps
+        and owes (`app.store.record`)."""
         self.db = database
-        self.settings = settings
+        self.shares = shares
+        self.records = records
         self._domains_after = ""
         """Where the next `prune_domains` goes on in the domains table, by name."""
         self._next_staging = datetime.min.replace(tzinfo=UTC)
@@ -76,7 +79,7 @@ class Queue:
         if stage:
             self._next_staging = now + STAGING_INTERVAL
         return await claim.claim(
-            self.db, worker_id, limit, now, lease_seconds, self.settings, look_first, stage
+            self.db, worker_id, limit, now, lease_seconds, self.shares, look_first, stage
         )
 
     async def extend_leases(self, leases: Collection[Lease], until: datetime) -> set[Lease]:
@@ -90,9 +93,9 @@ class Queue:
         """Record finished attempts, as given, in one transaction (`app.store.record`)."""
         if not outcomes:
             return record.Recorded([], {})
-        max_attempts = self.settings.webhook_max_attempts
+        max_attempts = self.records.webhook_max_attempts
         # Compiled and bound here, before the writer is taken (`record.Recording`).
-        recording = record.Recording(self.db.backend, outcomes, now, self.settings.content_versions)
+        recording = record.Recording(self.db.backend, outcomes, now, self.records.content_versions)
         return await self.db.transact(lambda conn: record.record(conn, recording, max_attempts))
 
     async def pause_domain(self, domain: str, pause: DomainPause) -> bool:

@@ -60,6 +60,17 @@ from app.store.dialect import all_rows, floor_minus, lock_rows
 from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is, tenants
 
 
+@dataclass(frozen=True, slots=True)
+class RecordRules:
+    """What a record keeps and owes, built once from the settings by the composition root
+    (`app.runtime`)."""
+
+    content_versions: int
+    """Content versions kept per job (INGEST_CONTENT_VERSIONS): older ones are deleted."""
+    webhook_max_attempts: int
+    """The attempts a callback owed by a finished job gets (INGEST_WEBHOOK_MAX_ATTEMPTS)."""
+
+
 @dataclass(frozen=True)
 class Recorded:
     """What a `record` call wrote."""

@@ -5,6 +5,7 @@ database (the recording itself is tested on both backends in tests/test_queue.py
 import asyncio
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -12,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from app import completer as completer_module
-from app.completer import Completer
+from app.completer import Batching, Completer
 from app.model import (
     AttemptOutcome,
     DomainPause,
@@ -24,7 +25,7 @@ from app.model import (
     Reschedule,
     Transition,
 )
-from app.settings import Settings
+from app.policy import RetryRules
 from app.store.queue import Queue
 from app.store.record import Recorded
 
@@ -115,18 +116,30 @@ class Clock:
         return self.now
 
 
+BATCHING = Batching(slots=3, record_delay_seconds=1.0, lease_seconds=60.0)
+RETRY = RetryRules(
+    backoff_base_seconds=30.0,
+    backoff_max_seconds=300.0,
+    backoff_jitter=0.2,
+    max_deferrals=20,
+    retry_after_max_seconds=3600.0,
+    domain_failure_threshold=3,
+)
+
+
 def make(
     store: Store,
     *,
     their_way: int = 0,
     clock: Clock | None = None,
     recorded: list[Outcome] | None = None,
-    **settings: Any,
+    retry: RetryRules = RETRY,
+    **batching: Any,
 ) -> Completer:
-    values: dict[str, Any] = {"worker_concurrency": 3, "record_delay_seconds": 1.0}
     return Completer(
         cast(Queue, store),
-        Settings(**(values | settings)),
+        replace(BATCHING, **batching),
+        retry,
         clock or Clock(),
         rand=lambda: 0.5,
         on_recorded=(recorded if recorded is not None else []).extend,
@@ -160,7 +173,7 @@ async def test_outcomes_gather_while_fetches_are_on_their_way_until_a_slots_wort
     completer.add(outcome(2))
     await settle()
     assert [] == store.batches
-    completer.add(outcome(3))  # worker_concurrency outcomes: a full batch
+    completer.add(outcome(3))  # a slot's worth of outcomes: a full batch
     await settle()
     assert [["job-1", "job-2", "job-3"]] == store.batches
     completer.close()
@@ -170,7 +183,7 @@ async def test_outcomes_gather_while_fetches_are_on_their_way_until_a_slots_wort
 async def test_what_is_added_during_a_write_goes_in_the_next_one_whole():
     store = Store()
     store.open.clear()
-    completer = make(store, their_way=5, worker_concurrency=1)
+    completer = make(store, their_way=5, slots=1)
     running = asyncio.create_task(completer.run())
     completer.add(outcome(1))
     await store.writing.wait()
@@ -268,7 +281,7 @@ async def test_a_failing_domain_gets_the_longest_pause_of_its_batch_once():
     """Two 503s of one domain in one batch: one pause proposed, the longer Retry-After; a 500
     on a domain below the failure threshold and a silent outcome propose none."""
     store = Store()
-    completer = make(store, domain_failure_threshold=3)
+    completer = make(store, retry=replace(RETRY, domain_failure_threshold=3))
     await completer.record(
         [
             outcome(1, "a.test", 503, "100"),

@@ -9,6 +9,7 @@ import time
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import h11
@@ -16,8 +17,10 @@ import httpx
 import pytest
 import respx
 
-from app.fetch.fetcher import Fetcher
-from app.fetch.pool import ExtractionPool
+from app.content.extract import ExtractionLimits
+from app.fetch.fetcher import Fetcher, FetchLimits
+from app.fetch.guard import Destinations
+from app.fetch.pool import ExtractionPool, PoolSettings
 from app.model import (
     AttemptOutcome,
     ErrorKind,
@@ -27,20 +30,32 @@ from app.model import (
     Previous,
     Unmodified,
 )
-from app.settings import Settings
+from app.settings import DEFAULT_CONTENT_TYPES, DEFAULT_TRANSIENT_ERRORS
 
 Handler = Callable[[httpx.Request], Any]
 PAGE = b"<html><head><title>Hello  world</title></head><body>hi</body></html>"
 
+LIMITS = FetchLimits(
+    connections=32,
+    connect_timeout_seconds=1.0,
+    read_timeout_seconds=1.0,
+    fetch_timeout_seconds=2.0,
+    max_redirects=5,
+    max_body_bytes=10 * 1024 * 1024,
+    allowed_content_types=DEFAULT_CONTENT_TYPES,
+    user_agent="ingest/0.1",
+    transient_errors=DEFAULT_TRANSIENT_ERRORS,
+    transient_status_codes=frozenset({408, *range(500, 600)}),
+    extraction=PoolSettings(
+        processes=1, timeout_seconds=15.0, memory_mb=1024, limits=ExtractionLimits()
+    ),
+)
+PUBLIC = Destinations.parse(allow_private=False, ports=frozenset({80, 443, *range(1024, 65536)}))
+"""The guard's default rules: public addresses, ports 80, 443 and 1024-65535."""
 
-def make_settings(**overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "connect_timeout_seconds": 1.0,
-        "read_timeout_seconds": 1.0,
-        "fetch_timeout_seconds": 2.0,
-    }
-    values.update(overrides)
-    return Settings(_env_file=None, **values)
+
+def limits(**changes: Any) -> FetchLimits:
+    return replace(LIMITS, **changes)
 
 
 class _Raw(httpx.AsyncByteStream):
@@ -73,7 +88,7 @@ async def fetch(
     """Fetch `url` through a MockTransport that answers with `handler` (as a refresh of
     what `previous` says was stored, when given)."""
     transport = httpx.MockTransport(as_served(handler))
-    fetcher = Fetcher(make_settings(**overrides), transport=transport)
+    fetcher = Fetcher(limits(**overrides), transport=transport)
     try:
         return await fetcher.fetch(url, previous)
     finally:
@@ -446,7 +461,7 @@ async def test_total_deadline_covers_a_slow_body() -> None:
 async def test_default_transport_success() -> None:
     """Without a transport argument the Fetcher uses httpx's own, and succeeds on a 200."""
     respx.get("https://example.test/page").mock(return_value=html())
-    fetcher = Fetcher(make_settings())
+    fetcher = Fetcher(LIMITS, destinations=PUBLIC)
     try:
         result = await fetcher.fetch("https://example.test/page")
     finally:
@@ -460,7 +475,7 @@ async def test_default_transport_success() -> None:
 async def test_default_transport_errors_are_transient(exc_type: type[Exception]) -> None:
     """Timeouts and connect errors raised by the default transport are transient."""
     respx.get("https://example.test/page").mock(side_effect=exc_type)
-    fetcher = Fetcher(make_settings())
+    fetcher = Fetcher(LIMITS, destinations=PUBLIC)
     try:
         result = await fetcher.fetch("https://example.test/page")
     finally:
@@ -476,7 +491,7 @@ async def test_redirect_to_an_unsupported_scheme_is_fatal() -> None:
         return_value=httpx.Response(302, headers={"Location": "ftp://example.test/file"})
     )
     respx.route(scheme="ftp").pass_through()
-    fetcher = Fetcher(make_settings())
+    fetcher = Fetcher(LIMITS, destinations=PUBLIC)
     try:
         result = await fetcher.fetch("http://example.test/")
     finally:
@@ -642,7 +657,7 @@ async def test_allowed_content_types_come_from_settings() -> None:
     result = await fetch(
         lambda request: streamed(b"\x89PNG", content_type="image/png"),
         "http://e.test/",
-        allowed_content_types="image/*",
+        allowed_content_types=("image/*",),
     )
 
     assert (Fetched, b"\x89PNG") == (type(result), result.body)
@@ -719,7 +734,7 @@ async def test_header_strings_kept_are_printable_ascii() -> None:
 
 async def test_blocked_destination_is_fatal_and_sends_nothing() -> None:
     """With the default guard, a URL naming loopback is refused: fatal BlockedDestination."""
-    fetcher = Fetcher(make_settings())
+    fetcher = Fetcher(LIMITS, destinations=PUBLIC)
     try:
         result = await fetcher.fetch("http://127.0.0.1:9/")
     finally:

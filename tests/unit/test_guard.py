@@ -19,6 +19,7 @@ from app.fetch.guard import (
     tls_context,
 )
 from app.settings import Settings
+from app.views import destinations_of
 
 BLOCKED = [
     # IPv4: every special-purpose range, at both edges where it matters
@@ -142,7 +143,8 @@ def test_literal_ip_reads_every_form_the_resolver_accepts(host: str, address: st
 
 
 def destinations(**settings: object) -> Destinations:
-    return Destinations.from_settings(Settings(_env_file=None, **settings))
+    """The guard's rules as the composition root makes them of these settings."""
+    return destinations_of(Settings(_env_file=None, **settings))
 
 
 @pytest.mark.parametrize(

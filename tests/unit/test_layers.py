@@ -19,11 +19,12 @@ LAYERS = [
     ("app.store",),
     ("app.wire", "app.metrics", "app.observability", "app.loop", "app.event_loops"),
     ("app.worker", "app.completer", "app.webhooks", "app.worker_process"),
-    ("app.runtime",),
+    ("app.runtime", "app.views"),
     ("app.api", "app.cli", "app.__main__"),
 ]
 """Bottom to top: values and settings; the pure rules and fetching; persistence; what the
-loops share; the loops; the composition root; the edges."""
+loops share; the loops; the composition root (and the settings' views it builds); the
+edges."""
 
 NEVER = {"app.store": ("app.policy", "app.content", "app.fetch")}
 """Persistence stores what it is given: it knows neither how a job is fetched nor decided."""
@@ -91,3 +92,24 @@ def test_no_import_runs_upward():
             if any(imported.startswith(banned) for banned in NEVER.get(group(importer), ())):
                 upward.append(f"{importer} -> {imported} (never)")
     assert [] == upward
+
+
+SEES_SETTINGS = {"app.settings", "app.wire", "app.worker_process"}
+"""Below the composition root, the modules that may name `Settings`: its own, the wire
+(the quotas GET /stats shows) and the worker process (which hands the settings to its
+child). Every other part takes its own view of them (`app.views`)."""
+
+
+def test_settings_stop_at_the_composition_root():
+    """No module below `app.runtime` imports `Settings`: the root hands each part a view."""
+    root = layer("app.runtime")
+    seeing = []
+    for path in sorted(APP.rglob("*.py")):
+        module = module_name(path)
+        if layer(module) >= root or module in SEES_SETTINGS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "app.settings":
+                if any(alias.name == "Settings" for alias in node.names):
+                    seeing.append(module)
+    assert [] == seeing

@@ -2,7 +2,9 @@
 
 import socket
 import ssl
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpcore
 import httpx
@@ -27,6 +29,7 @@ from app.model import (
     Unmodified,
 )
 from app.policy import (
+    RetryRules,
     backoff_delay,
     classify_exception,
     classify_status,
@@ -412,14 +415,18 @@ def test_sub_second_base(attempt: int, delay: float) -> None:
 # ---- decide ----------------------------------------------------------------------------
 
 
-def settings(**overrides: object) -> Settings:
-    values: dict[str, object] = {
-        "backoff_base_seconds": 30.0,
-        "backoff_max_seconds": 300.0,
-        "backoff_jitter": 0.0,
-    }
-    values.update(overrides)
-    return Settings(_env_file=None, **values)
+RULES = RetryRules(
+    backoff_base_seconds=30.0,
+    backoff_max_seconds=300.0,
+    backoff_jitter=0.0,
+    max_deferrals=20,
+    retry_after_max_seconds=3600.0,
+    domain_failure_threshold=3,
+)
+
+
+def rules(**changes: Any) -> RetryRules:
+    return replace(RULES, **changes)
 
 
 FATAL_FAILURE = Failure(FATAL, "HTTPStatus", "HTTP 404", 404)
@@ -430,7 +437,7 @@ TRANSIENT_FAILURE = Failure(TRANSIENT, "ReadTimeout", "timed out")
 def test_fatal_is_dead_even_with_budget_left(attempt: int) -> None:
     """A fatal failure kills the job at any attempt, budget or not."""
     expected = MarkDead(DeadReason.FATAL, FATAL_FAILURE)
-    assert expected == decide(FATAL_FAILURE, attempt, 4, 0, NOW, settings())
+    assert expected == decide(FATAL_FAILURE, attempt, 4, 0, NOW, rules())
 
 
 @pytest.mark.parametrize("failure", [TRANSIENT_FAILURE])
@@ -441,7 +448,7 @@ def test_retryable_with_budget_left_is_rescheduled(
     """A transient or rate-limited failure before the last attempt is retried after the delay."""
     expected = Reschedule(NOW + timedelta(seconds=delay), delay, failure)
 
-    assert expected == decide(failure, attempt, 4, 0, NOW, settings())
+    assert expected == decide(failure, attempt, 4, 0, NOW, rules())
 
 
 @pytest.mark.parametrize("failure", [TRANSIENT_FAILURE])
@@ -449,28 +456,29 @@ def test_retryable_with_budget_left_is_rescheduled(
 def test_retryable_on_the_last_attempt_is_exhausted(failure: Failure, attempt: int) -> None:
     """At (or past) max_attempts a retryable failure makes the job dead: budget spent."""
     expected = MarkDead(DeadReason.RETRIES_EXHAUSTED, failure)
-    assert expected == decide(failure, attempt, 4, 0, NOW, settings())
+    assert expected == decide(failure, attempt, 4, 0, NOW, rules())
 
 
 def test_single_attempt_budget_never_retries() -> None:
     """With max_attempts 1 the first transient failure is final."""
     expected = MarkDead(DeadReason.RETRIES_EXHAUSTED, TRANSIENT_FAILURE)
 
-    assert expected == decide(TRANSIENT_FAILURE, 1, 1, 0, NOW, settings())
+    assert expected == decide(TRANSIENT_FAILURE, 1, 1, 0, NOW, rules())
 
 
-def test_max_attempts_comes_from_the_argument_not_settings() -> None:
-    """The job's own budget counts, not Settings.max_attempts."""
+def test_max_attempts_comes_from_the_argument() -> None:
+    """The job's own budget counts (the rules hold none: INGEST_MAX_ATTEMPTS is a submit's
+    default)."""
     expected = MarkDead(DeadReason.RETRIES_EXHAUSTED, TRANSIENT_FAILURE)
 
-    assert expected == decide(TRANSIENT_FAILURE, 2, 2, 0, NOW, settings(max_attempts=10))
+    assert expected == decide(TRANSIENT_FAILURE, 2, 2, 0, NOW, rules())
 
 
 @pytest.mark.parametrize(("rand_value", "delay"), [(0.0, 24.0), (0.5, 30.0)])
 def test_decide_passes_rand_to_the_jitter(rand_value: float, delay: float) -> None:
-    """The retry time uses the given random source and the settings' jitter."""
+    """The retry time uses the given random source and the rules' jitter."""
     decision = decide(
-        TRANSIENT_FAILURE, 1, 4, 0, NOW, settings(backoff_jitter=0.2), rand=lambda: rand_value
+        TRANSIENT_FAILURE, 1, 4, 0, NOW, rules(backoff_jitter=0.2), rand=lambda: rand_value
     )
 
     assert Reschedule(NOW + timedelta(seconds=delay), delay, TRANSIENT_FAILURE) == decision
@@ -484,7 +492,7 @@ def test_decide_with_sub_second_settings() -> None:
         4,
         0,
         NOW,
-        settings(backoff_base_seconds=0.25, backoff_max_seconds=1.0),
+        rules(backoff_base_seconds=0.25, backoff_max_seconds=1.0),
         rand=mid,
     )
 
@@ -556,7 +564,7 @@ def test_a_new_text_completes_the_job(previous, text_sha256, changed) -> None:
     """A first success, or a refresh whose text hashes differently, stores a version;
     only the refresh is a change (`job.changed`)."""
     result = fetched(text_sha256)
-    outcome = settle(refresh_lease(previous), result, 5, NOW, settings())
+    outcome = settle(refresh_lease(previous), result, 5, NOW, rules())
     assert (Complete(result, None, changed), AttemptOutcome.SUCCEEDED, DomainSignal.ANSWERED) == (
         outcome.decision,
         outcome.ended,
@@ -567,14 +575,14 @@ def test_a_new_text_completes_the_job(previous, text_sha256, changed) -> None:
 def test_a_refresh_whose_text_hashes_the_same_is_unchanged() -> None:
     """Another body, the same text: confirmed (no version), with the answer's validators
     and its body's size and hash."""
-    outcome = settle(refresh_lease(PREVIOUS), fetched("text-hash"), 5, NOW, settings())
+    outcome = settle(refresh_lease(PREVIOUS), fetched("text-hash"), 5, NOW, rules())
     unmodified = Unmodified(AttemptOutcome.UNCHANGED, 200, '"f"', None, 10, "other-body")
     assert (Confirm(unmodified), AttemptOutcome.UNCHANGED) == (outcome.decision, outcome.ended)
 
 
 def test_a_304_confirms_the_content() -> None:
     unmodified = Unmodified(AttemptOutcome.NOT_MODIFIED, 304, None, None)
-    outcome = settle(refresh_lease(PREVIOUS, 60), unmodified, 5, NOW, settings())
+    outcome = settle(refresh_lease(PREVIOUS, 60), unmodified, 5, NOW, rules())
     assert (Confirm(unmodified, NOW + timedelta(seconds=60)), AttemptOutcome.NOT_MODIFIED) == (
         outcome.decision,
         outcome.ended,
@@ -584,7 +592,7 @@ def test_a_304_confirms_the_content() -> None:
 @pytest.mark.parametrize("refresh_every", [None, 60, 86_400])
 def test_a_success_schedules_the_next_refresh(refresh_every) -> None:
     """`refresh_every` seconds after the success; never without one."""
-    outcome = settle(refresh_lease(None, refresh_every), fetched("h"), 5, NOW, settings())
+    outcome = settle(refresh_lease(None, refresh_every), fetched("h"), 5, NOW, rules())
     expected = None if refresh_every is None else NOW + timedelta(seconds=refresh_every)
     assert expected == outcome.decision.refresh_at
 
@@ -594,19 +602,18 @@ def test_a_refresh_answered_404_or_410_is_gone(status) -> None:
     """Gone at once (no retry), only for a page fetched before: a first fetch's 404 is fatal."""
     failure = classify_status(status, frozenset({500}))
     assert failure is not None
-    refresh = decide(failure, 1, 4, 0, NOW, settings(), refresh=True)
-    first = decide(failure, 1, 4, 0, NOW, settings())
+    refresh = decide(failure, 1, 4, 0, NOW, rules(), refresh=True)
+    first = decide(failure, 1, 4, 0, NOW, rules())
     assert (DeadReason.GONE, DeadReason.FATAL) == (refresh.reason, first.reason)
 
 
 def test_a_refresh_failing_transiently_is_retried_as_any_fetch() -> None:
     failure = Failure(TRANSIENT, "HTTPStatus", "HTTP 503", 503)
-    assert isinstance(decide(failure, 1, 4, 0, NOW, settings(), refresh=True), Reschedule)
+    assert isinstance(decide(failure, 1, 4, 0, NOW, rules(), refresh=True), Reschedule)
 
 
-def _pause_settings() -> Settings:
-    values = {"backoff_base_seconds": 10, "backoff_max_seconds": 100, "backoff_jitter": 0.0}
-    return Settings(_env_file=None, **values)
+def _pause_rules() -> RetryRules:
+    return rules(backoff_base_seconds=10, backoff_max_seconds=100)
 
 
 def _http(status: int, kind: ErrorKind, retry_after: str | None = None) -> Failure:
@@ -658,7 +665,7 @@ _TIMEOUT = Failure(ErrorKind.TRANSIENT, "ConnectTimeout", "timed out")
 def test_domain_pause(failure, consecutive, pause):
     """429/503 pause at once (Retry-After, else backoff); other transients at the threshold;
     fatal answers such as a 404 never."""
-    assert pause == domain_pause(failure, consecutive, NOW, _pause_settings(), rand=lambda: 0.5)
+    assert pause == domain_pause(failure, consecutive, NOW, _pause_rules(), rand=lambda: 0.5)
 
 
 # ---- transitions: each outcome's maker names it once ------------------------------------------
@@ -677,25 +684,25 @@ def _answer(status: int, kind: ErrorKind) -> Failure:
 @pytest.mark.parametrize(
     ("make", "transition"),
     [
-        (lambda: settle(_lease_at(1), fetched("h"), 5, NOW, settings()), Transition.SUCCEEDED),
+        (lambda: settle(_lease_at(1), fetched("h"), 5, NOW, rules()), Transition.SUCCEEDED),
         (
-            lambda: settle(_lease_at(1, PREVIOUS), fetched("text-hash"), 5, NOW, settings()),
+            lambda: settle(_lease_at(1, PREVIOUS), fetched("text-hash"), 5, NOW, rules()),
             Transition.CONFIRMED,
         ),
         (
-            lambda: settle(_lease_at(1), _answer(500, TRANSIENT), 5, NOW, settings()),
+            lambda: settle(_lease_at(1), _answer(500, TRANSIENT), 5, NOW, rules()),
             Transition.RETRY_SCHEDULED,
         ),
         (
-            lambda: settle(_lease_at(1), _answer(429, RATE_LIMITED), 5, NOW, settings()),
+            lambda: settle(_lease_at(1), _answer(429, RATE_LIMITED), 5, NOW, rules()),
             Transition.DEFERRED,
         ),
         (
-            lambda: settle(_lease_at(3), _answer(500, TRANSIENT), 5, NOW, settings()),
+            lambda: settle(_lease_at(3), _answer(500, TRANSIENT), 5, NOW, rules()),
             Transition.DEAD,
         ),
         (
-            lambda: settle(_lease_at(1), _answer(404, FATAL), 5, NOW, settings()),
+            lambda: settle(_lease_at(1), _answer(404, FATAL), 5, NOW, rules()),
             Transition.DEAD,
         ),
         (lambda: unsettled(_lease_at(1), ValueError("x"), 5), Transition.DEAD),

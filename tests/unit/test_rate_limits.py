@@ -1,12 +1,12 @@
 """Rate-limited answers: Retry-After parsing and deferral accounting (pure)."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from app.model import DeadReason, Deferral, ErrorKind, Failure, MarkDead, Reschedule
-from app.policy import classify_status, decide, parse_retry_after
-from app.settings import Settings
+from app.policy import RetryRules, classify_status, decide, parse_retry_after
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 CODES = frozenset({408, *range(500, 600)})
@@ -65,9 +65,18 @@ def test_rate_limited_failure_keeps_the_header():
     )
 
 
-def settings(**overrides) -> Settings:
-    values = {"backoff_base_seconds": 30, "backoff_max_seconds": 300, "backoff_jitter": 0.0}
-    return Settings(_env_file=None, **(values | overrides))
+RULES = RetryRules(
+    backoff_base_seconds=30,
+    backoff_max_seconds=300,
+    backoff_jitter=0.0,
+    max_deferrals=20,
+    retry_after_max_seconds=3600,
+    domain_failure_threshold=3,
+)
+
+
+def rules(**changes) -> RetryRules:
+    return replace(RULES, **changes)
 
 
 def limited(retry_after: str | None = None) -> Failure:
@@ -76,7 +85,7 @@ def limited(retry_after: str | None = None) -> Failure:
 
 def test_deferral_waits_what_the_server_asks_and_spends_nothing():
     """Retry-After longer than the backoff wins, and the attempt is given back."""
-    decision = decide(limited("120"), 1, 4, 0, NOW, settings())
+    decision = decide(limited("120"), 1, 4, 0, NOW, rules())
     expected = Reschedule(
         NOW + timedelta(seconds=120), 120.0, limited("120"), False, Deferral(1, 20)
     )
@@ -85,14 +94,14 @@ def test_deferral_waits_what_the_server_asks_and_spends_nothing():
 
 def test_deferral_waits_at_least_the_backoff():
     """A Retry-After shorter than the backoff for this deferral waits the backoff."""
-    decision = decide(limited("1"), 1, 4, 2, NOW, settings())
+    decision = decide(limited("1"), 1, 4, 2, NOW, rules())
     expected = Reschedule(NOW + timedelta(seconds=120), 120.0, limited("1"), False, Deferral(3, 20))
     assert expected == decision
 
 
 def test_deferral_ignores_the_attempt_budget():
     """On the last attempt of the budget a 429 is still a deferral, not a death."""
-    decision = decide(limited("5"), 4, 4, 0, NOW, settings())
+    decision = decide(limited("5"), 4, 4, 0, NOW, rules())
     assert isinstance(decision, Reschedule)
     assert not limited().spends_attempt
 
@@ -100,18 +109,18 @@ def test_deferral_ignores_the_attempt_budget():
 @pytest.mark.parametrize(("deferrals", "dead"), [(0, False), (19, False), (20, True), (25, True)])
 def test_max_deferrals_bounds_the_deferrals(deferrals, dead):
     """The answer that would make deferrals exceed the maximum kills the job."""
-    decision = decide(limited(), 1, 4, deferrals, NOW, settings(max_deferrals=20))
+    decision = decide(limited(), 1, 4, deferrals, NOW, rules(max_deferrals=20))
     assert dead == (decision == MarkDead(DeadReason.RATE_LIMITED, limited(), False))
 
 
 def test_zero_deferrals_allowed_means_the_first_429_is_fatal():
     """With INGEST_MAX_DEFERRALS=0 a server is asked once."""
     assert MarkDead(DeadReason.RATE_LIMITED, limited("1"), False) == decide(
-        limited("1"), 1, 4, 0, NOW, settings(max_deferrals=0)
+        limited("1"), 1, 4, 0, NOW, rules(max_deferrals=0)
     )
 
 
 def test_retry_after_is_capped_by_the_setting():
     """A server asking for a day waits at most INGEST_RETRY_AFTER_MAX_SECONDS."""
-    decision = decide(limited("86400"), 1, 4, 0, NOW, settings(retry_after_max_seconds=600))
+    decision = decide(limited("86400"), 1, 4, 0, NOW, rules(retry_after_max_seconds=600))
     assert 600.0 == decision.delay_seconds

@@ -2,12 +2,13 @@
 whether a URL is refused, how long an unreachable robots.txt holds jobs back, and the
 domain's minimum interval with a Crawl-delay."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from app.model import ROBOTS_DISALLOWED, DeadReason, ErrorKind, Failure, MarkDead, Reschedule
-from app.policy import decide
+from app.policy import RetryRules, decide
 from app.robots import (
     ALLOW_ALL,
     ROBOTS_RATE_LIMITED,
@@ -22,12 +23,12 @@ from app.robots import (
 from app.scheduling import (
     Candidate,
     DomainState,
+    ShareRules,
     TenantState,
     choose,
     min_interval,
     next_start,
 )
-from app.settings import Settings
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 ROBOTS = b"""User-agent: ingest
@@ -40,8 +41,22 @@ Disallow: /
 """
 
 
-def settings(**overrides) -> Settings:
-    return Settings(_env_file=None, **({"robots_txt": "obey"} | overrides))
+RETRY = RetryRules(
+    backoff_base_seconds=30.0,
+    backoff_max_seconds=300.0,
+    backoff_jitter=0.0,
+    max_deferrals=20,
+    retry_after_max_seconds=3600.0,
+    domain_failure_threshold=3,
+)
+OBEY = ShareRules(
+    domain_max_in_flight=8,
+    domain_min_interval_seconds=0.0,
+    robots_crawl_delay_max_seconds=60.0,
+    tenant_max_in_flight=0,
+    tenant_weights={},
+)
+"""The claim's rules with robots.txt obeyed: Crawl-delays honoured up to a minute."""
 
 
 @pytest.mark.parametrize(
@@ -204,12 +219,12 @@ def test_a_refused_job_dies_robots_at_once() -> None:
     assert isinstance(rules, RobotsRules)
     failure = refusal(rules, "http://a.test/private", "ingest")
     assert failure is not None
-    assert MarkDead(DeadReason.ROBOTS, failure) == decide(failure, 1, 4, 0, NOW, settings())
+    assert MarkDead(DeadReason.ROBOTS, failure) == decide(failure, 1, 4, 0, NOW, RETRY)
 
 
 def test_an_unreachable_robots_txt_is_retried() -> None:
     """Policy: robots.txt unreachable reschedules the job with the normal backoff."""
-    decision = decide(UNREACHABLE, 1, 4, 0, NOW, settings(backoff_jitter=0.0))
+    decision = decide(UNREACHABLE, 1, 4, 0, NOW, RETRY)
     assert isinstance(decision, Reschedule)
     assert (30.0, UNREACHABLE) == (decision.delay_seconds, decision.failure)
 
@@ -232,21 +247,20 @@ def test_an_unreachable_robots_txt_is_retried() -> None:
 def test_min_interval_is_the_larger_capped(obey, configured, crawl_delay, cap, interval):
     """interval = max(configured, min(crawl_delay, cap)) when robots.txt is obeyed; the
     configured one alone when ignored or when no Crawl-delay is known."""
-    values = settings(
-        robots_txt=obey,
+    rules = replace(
+        OBEY,
         domain_min_interval_seconds=configured,
-        robots_crawl_delay_max_seconds=cap,
+        robots_crawl_delay_max_seconds=cap if obey == "obey" else None,
     )
-    assert interval == min_interval(crawl_delay, values)
+    assert interval == min_interval(crawl_delay, rules)
 
 
 def test_next_start_follows_the_domains_crawl_delay() -> None:
     """The claim's next start of a domain: now + its interval; none when there is none."""
-    obey = settings()
     assert (NOW + timedelta(seconds=5), None, None) == (
-        next_start(DomainState(0, crawl_delay=5.0), NOW, obey),
-        next_start(DomainState(0), NOW, obey),
-        next_start(None, NOW, obey),
+        next_start(DomainState(0, crawl_delay=5.0), NOW, OBEY),
+        next_start(DomainState(0), NOW, OBEY),
+        next_start(None, NOW, OBEY),
     )
 
 
@@ -259,5 +273,5 @@ def test_a_claim_starts_one_fetch_of_a_domain_with_a_crawl_delay() -> None:
         for i in range(2)
     ]
     domains = {"slow.test": DomainState(0, crawl_delay=1.0), "fast.test": DomainState(0)}
-    chosen = choose(candidates, {"t": TenantState()}, domains, 10, NOW, settings())
+    chosen = choose(candidates, {"t": TenantState()}, domains, 10, NOW, OBEY)
     assert ["fast.test0", "fast.test1", "slow.test0"] == sorted(c.id for c in chosen)

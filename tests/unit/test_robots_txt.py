@@ -5,19 +5,40 @@ and the bound on an unreachable one. Times come from a clock the tests move."""
 import asyncio
 import gzip
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 
-from app.fetch.fetcher import Fetcher
-from app.fetch.robots import RobotsTxt
+from app.content.extract import ExtractionLimits
+from app.fetch.fetcher import Fetcher, FetchLimits
+from app.fetch.pool import PoolSettings
+from app.fetch.robots import RobotsLimits, RobotsTxt
 from app.model import ErrorKind
 from app.robots import ROBOTS_UNREACHABLE
-from app.settings import Settings
+from app.settings import DEFAULT_CONTENT_TYPES, DEFAULT_TRANSIENT_ERRORS
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+FETCHING = FetchLimits(
+    connections=8,
+    connect_timeout_seconds=10.0,
+    read_timeout_seconds=20.0,
+    fetch_timeout_seconds=30.0,
+    max_redirects=5,
+    max_body_bytes=10 * 1024 * 1024,
+    allowed_content_types=DEFAULT_CONTENT_TYPES,
+    user_agent="ingest/0.1",
+    transient_errors=DEFAULT_TRANSIENT_ERRORS,
+    transient_status_codes=frozenset({408, *range(500, 600)}),
+    extraction=PoolSettings(
+        processes=0, timeout_seconds=15.0, memory_mb=1024, limits=ExtractionLimits()
+    ),
+)
+"""The fetcher's limits, which robots.txt is read within: its User-Agent, `ingest`."""
+ROBOTS = RobotsLimits(cache_seconds=86400.0, max_bytes=512 * 1024, unreachable_max_seconds=86400.0)
 
 
 class Clock:
@@ -40,11 +61,10 @@ async def make() -> AsyncIterator[Callable[..., tuple[RobotsTxt, list[str], Cloc
             asked.append(str(request.url))
             return handler(request)
 
-        settings = Settings(_env_file=None, robots_txt="obey", extract_processes=0, **overrides)
-        fetcher = Fetcher(settings, transport=httpx.MockTransport(record))
+        fetcher = Fetcher(FETCHING, transport=httpx.MockTransport(record))
         fetchers.append(fetcher)
         clock = Clock()
-        return RobotsTxt(fetcher, settings, clock), asked, clock
+        return RobotsTxt(fetcher, replace(ROBOTS, **overrides), clock), asked, clock
 
     yield build
     for fetcher in fetchers:
@@ -101,7 +121,7 @@ async def test_concurrent_checks_share_one_read(make):
 async def test_read_again_after_the_ttl(make):
     """Past INGEST_ROBOTS_CACHE_SECONDS robots.txt is asked again, and its new rules hold."""
     answers = iter([text("User-agent: *\nAllow: /\n"), text("User-agent: *\nDisallow: /\n")])
-    robots, asked, clock = make(lambda _: next(answers), robots_cache_seconds=60)
+    robots, asked, clock = make(lambda _: next(answers), cache_seconds=60)
     before = await robots.check("http://a.test/x")
     clock.now = T0 + timedelta(seconds=59)
     still = await robots.check("http://a.test/x")
@@ -123,7 +143,7 @@ async def test_the_body_is_read_up_to_the_cap_and_a_cut_line_dropped(make):
     body = head + "Disallow: /early\n"
     body += "Disallow: /a" + "b" * (cap - len(body.encode()) + 10) + "\n"
     body += "Disallow: /late\n"
-    robots, _, _ = make(lambda _: text(body), robots_max_bytes=cap)
+    robots, _, _ = make(lambda _: text(body), max_bytes=cap)
     results = [
         (await robots.check(f"http://a.test{path}")).refusal is None
         for path in ("/early", "/a", "/late")
@@ -166,7 +186,7 @@ async def test_unreachable_holds_jobs_back_until_the_bound_then_allows(make):
     """A robots.txt answering 503: each check asks again and fails transient; from
     INGEST_ROBOTS_UNREACHABLE_MAX_SECONDS after the first failure on, everything is allowed
     (and kept, not asked again)."""
-    robots, asked, clock = make(lambda _: text("busy", 503), robots_unreachable_max_seconds=600)
+    robots, asked, clock = make(lambda _: text("busy", 503), unreachable_max_seconds=600)
     first = await robots.check("http://a.test/x")
     clock.now = T0 + timedelta(seconds=599)
     second = await robots.check("http://a.test/x")
@@ -182,9 +202,7 @@ async def test_unreachable_holds_jobs_back_until_the_bound_then_allows(make):
 async def test_a_success_ends_the_unreachable_run(make):
     """A read that succeeds between failures starts the bound afresh for the next run."""
     answers = iter([text("", 503), text("User-agent: *\n"), text("", 503)])
-    robots, _, clock = make(
-        lambda _: next(answers), robots_unreachable_max_seconds=600, robots_cache_seconds=60
-    )
+    robots, _, clock = make(lambda _: next(answers), unreachable_max_seconds=600, cache_seconds=60)
     await robots.check("http://a.test/x")
     clock.now = T0 + timedelta(seconds=300)
     await robots.check("http://a.test/x")

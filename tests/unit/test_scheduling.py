@@ -1,5 +1,6 @@
 """app.scheduling: when a failure pauses a domain, and which candidates a claim takes."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,20 +11,27 @@ from app.scheduling import (
     Candidate,
     DomainState,
     Served,
+    ShareRules,
     TenantState,
     choose,
     passes_after,
     stride,
     waiting_for,
 )
-from app.settings import Settings
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
+SHARES = ShareRules(
+    domain_max_in_flight=8,
+    domain_min_interval_seconds=0.0,
+    robots_crawl_delay_max_seconds=None,
+    tenant_max_in_flight=0,
+    tenant_weights={},
+)
 
-def settings(**overrides) -> Settings:
-    values = {"backoff_base_seconds": 10, "backoff_max_seconds": 100, "backoff_jitter": 0.0}
-    return Settings(_env_file=None, **(values | overrides))
+
+def rules(**changes) -> ShareRules:
+    return replace(SHARES, **changes)
 
 
 def job(i: int, tenant: str = "a", domain: str = "d.test", priority: int = 0) -> Candidate:
@@ -40,23 +48,21 @@ def ids(chosen: list[Candidate]) -> list[str]:
 def test_priority_first_then_oldest():
     """Higher priority wins over age; equal priority goes oldest first."""
     candidates = [job(3), job(1), job(2, priority=5)]
-    assert ["j2", "j1", "j3"] == ids(choose(candidates, A, {}, 3, NOW, settings()))
+    assert ["j2", "j1", "j3"] == ids(choose(candidates, A, {}, 3, NOW, rules()))
 
 
 def test_tenants_take_turns():
     """Tenants alternate within one claim, the least recently served first."""
     candidates = [job(i, "big") for i in range(5)] + [job(10 + i, "small") for i in range(2)]
     served = {"big": TenantState(0, NOW - timedelta(seconds=1)), "small": TenantState()}
-    chosen = choose(candidates, served, {}, 5, NOW, settings())
+    chosen = choose(candidates, served, {}, 5, NOW, rules())
     assert ["small", "big", "small", "big", "big"] == [c.tenant for c in chosen]
 
 
 def test_priority_beats_fair_share():
     """A tenant's higher-priority job goes before another tenant's turn."""
     candidates = [job(1, "a", priority=1), job(2, "a", priority=1), job(3, "b")]
-    chosen = choose(
-        candidates, {"a": TenantState(0, NOW), "b": TenantState()}, {}, 3, NOW, settings()
-    )
+    chosen = choose(candidates, {"a": TenantState(0, NOW), "b": TenantState()}, {}, 3, NOW, rules())
     assert ["j1", "j2", "j3"] == ids(chosen)
 
 
@@ -64,14 +70,14 @@ def test_in_flight_limit_holds_within_a_claim():
     """A domain with 6 of 8 fetches running gets 2 more; other domains fill the rest."""
     candidates = [job(i) for i in range(5)] + [job(10, domain="e.test")]
     domains = {"d.test": DomainState(in_flight=6)}
-    chosen = choose(candidates, A, domains, 10, NOW, settings())
+    chosen = choose(candidates, A, domains, 10, NOW, rules())
     assert ["j0", "j1", "j10"] == ids(chosen)
 
 
 def test_min_interval_allows_one_start_per_domain():
     """With a minimum interval, one claim starts at most one fetch per domain."""
     candidates = [job(1), job(2), job(3, domain="e.test")]
-    chosen = choose(candidates, A, {}, 10, NOW, settings(domain_min_interval_seconds=1))
+    chosen = choose(candidates, A, {}, 10, NOW, rules(domain_min_interval_seconds=1))
     assert ["j1", "j3"] == ids(chosen)
 
 
@@ -83,12 +89,12 @@ def test_paused_or_waiting_domains_are_skipped():
         "w.test": DomainState(0, next_start_at=NOW + timedelta(seconds=1)),
         "d.test": DomainState(0, paused_until=NOW - timedelta(seconds=1)),
     }
-    assert ["j3"] == ids(choose(candidates, A, domains, 10, NOW, settings()))
+    assert ["j3"] == ids(choose(candidates, A, domains, 10, NOW, rules()))
 
 
 def test_limit_is_respected():
     """Never more than the limit."""
-    assert 2 == len(choose([job(i) for i in range(5)], A, {}, 2, NOW, settings()))
+    assert 2 == len(choose([job(i) for i in range(5)], A, {}, 2, NOW, rules()))
 
 
 # Weighted fair share (stride scheduling) and tenants' in-flight quota.
@@ -109,7 +115,7 @@ def backlog(tenant: str, n: int, start: int = 0) -> list[Candidate]:
 def run_claims(weights: dict[str, int], claims: int, size: int = 32, **overrides) -> list[str]:
     """The tenants of `claims` claims of `size` in a row, every tenant backlogged (a fresh
     backlog each claim), each claim's passes carried to the next as the store would."""
-    tuned = settings(tenant_weights=weights, **(UNLIMITED | overrides))
+    tuned = rules(tenant_weights=weights, **(UNLIMITED | overrides))
     tenants = {tenant: TenantState() for tenant in weights}
     floor = 0
     order: list[str] = []
@@ -166,7 +172,7 @@ def test_within_one_claim_a_heavier_tenant_takes_its_share_in_turns():
     """Level passes, weights 3:1, a claim of 8: 6 of acme and 2 of globex, interleaved by
     pass (a tie of passes to the tenant served longer ago, acme's older job first when
     neither was)."""
-    tuned = settings(tenant_weights={"acme": 3}, **UNLIMITED)
+    tuned = rules(tenant_weights={"acme": 3}, **UNLIMITED)
     candidates = backlog("acme", 8) + backlog("globex", 8, start=20)
     tenants = {"acme": TenantState(), "globex": TenantState()}
     chosen = choose(candidates, tenants, {}, 8, NOW, tuned)
@@ -183,21 +189,21 @@ def test_equal_passes_go_to_the_tenant_served_least_recently():
         "c": TenantState(5, None),
     }
     candidates = backlog("a", 1) + backlog("b", 1, 10) + backlog("c", 1, 20)
-    chosen = choose(candidates, tenants, {}, 3, NOW, settings())
+    chosen = choose(candidates, tenants, {}, 3, NOW, rules())
     assert ["c", "b", "a"] == [c.tenant for c in chosen]
 
 
 def test_a_lower_pass_goes_first():
     """The tenant with the lower pass goes first, however recently it was served."""
     tenants = {"a": TenantState(1, NOW), "b": TenantState(2, None)}
-    chosen = choose(backlog("a", 1) + backlog("b", 1, 10), tenants, {}, 2, NOW, settings())
+    chosen = choose(backlog("a", 1) + backlog("b", 1, 10), tenants, {}, 2, NOW, rules())
     assert ["a", "b"] == [c.tenant for c in chosen]
 
 
 def test_a_new_weight_1_tenant_starts_in_its_first_claim_beside_a_weight_100_one():
     """A tenant with no pass yet, beside one of weight 100 served for long: its first job is
     the claim's first pick, and it is not served again before its turn comes round."""
-    tuned = settings(tenant_weights={"big": 100}, **UNLIMITED)
+    tuned = rules(tenant_weights={"big": 100}, **UNLIMITED)
     big_pass = 1000 * PASS_UNIT
     tenants = {"big": TenantState(big_pass + stride(100), NOW), "new": TenantState()}
     floor = big_pass  # where big was last served
@@ -211,15 +217,15 @@ def test_a_tenant_back_from_idle_banks_no_credit():
     weights alternate from there, where without the floor it would take every pick."""
     tenants = {"busy": TenantState(1001 * PASS_UNIT, NOW), "back": TenantState(0, None)}
     candidates = backlog("busy", 8) + backlog("back", 8, start=20)
-    chosen = choose(candidates, tenants, {}, 8, NOW, settings(), floor=1000 * PASS_UNIT)
+    chosen = choose(candidates, tenants, {}, 8, NOW, rules(), floor=1000 * PASS_UNIT)
     assert ["back", "busy"] * 4 == [c.tenant for c in chosen]
-    without_floor = choose(candidates, tenants, {}, 8, NOW, settings())
+    without_floor = choose(candidates, tenants, {}, 8, NOW, rules())
     assert ["back"] * 8 == [c.tenant for c in without_floor]
 
 
 def test_priority_beats_weights():
     """A weight-1 tenant's higher-priority job goes before a weight-100 tenant's jobs."""
-    tuned = settings(tenant_weights={"big": 100})
+    tuned = rules(tenant_weights={"big": 100})
     candidates = [*backlog("big", 3), job(10, "small", priority=1)]
     tenants = {"big": TenantState(), "small": TenantState(10 * PASS_UNIT)}
     assert "small" == choose(candidates, tenants, {}, 4, NOW, tuned)[0].tenant
@@ -228,7 +234,7 @@ def test_priority_beats_weights():
 def test_passes_after_advance_each_served_tenant_by_its_strides_from_the_floor():
     """Each tenant served n jobs: its last job started at start + (n-1) strides, its next
     at start + n strides, start its pass lifted to the floor; tenants not served: absent."""
-    tuned = settings(tenant_weights={"a": 4})
+    tuned = rules(tenant_weights={"a": 4})
     tenants = {"a": TenantState(7), "b": TenantState(100 * PASS_UNIT), "c": TenantState()}
     chosen = backlog("a", 3) + backlog("b", 1, start=10)
     served = passes_after(chosen, tenants, tuned, floor=50)
@@ -253,7 +259,7 @@ def test_passes_after_advance_each_served_tenant_by_its_strides_from_the_floor()
 def test_a_tenant_at_its_in_flight_quota_gets_no_more(limit, in_flight, expected):
     """INGEST_TENANT_MAX_IN_FLIGHT counts a tenant's running jobs (a: `in_flight`, b: none)
     and this claim's picks: the claim of 6 takes no more than each tenant's room."""
-    tuned = settings(tenant_max_in_flight=limit, **UNLIMITED)
+    tuned = rules(tenant_max_in_flight=limit, **UNLIMITED)
     tenants = {"a": TenantState(0, None, in_flight), "b": TenantState(0, NOW, 0)}
     candidates = backlog("a", 6) + backlog("b", 6, start=10)
     assert expected == [c.tenant for c in choose(candidates, tenants, {}, 6, NOW, tuned)]
@@ -261,7 +267,7 @@ def test_a_tenant_at_its_in_flight_quota_gets_no_more(limit, in_flight, expected
 
 def test_the_quota_is_per_tenant():
     """Two tenants at limit 2 get 2 each, whatever the claim could take."""
-    tuned = settings(tenant_max_in_flight=2, **UNLIMITED)
+    tuned = rules(tenant_max_in_flight=2, **UNLIMITED)
     candidates = backlog("a", 5) + backlog("b", 5, start=10)
     chosen = choose(candidates, {"a": TenantState(), "b": TenantState()}, {}, 10, NOW, tuned)
     assert (2, 2) == tuple(sum(c.tenant == t for c in chosen) for t in "ab")

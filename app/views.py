@@ -1,0 +1,138 @@
+"""The settings as each part reads them: made here once, from `Settings`, for the composition
+root (`app.runtime`), which hands each part its own view instead of the whole settings.
+
+A view is a small frozen dataclass defined beside the module that reads it, holding just the
+numbers that module decides with; no module below the root imports `Settings`, and a test
+builds a view with the numbers it depends on. This module only maps settings onto views:
+
+==================  ======================  ===============================================
+view                defined in              read by
+==================  ======================  ===============================================
+`RetryRules`        app/policy.py           policy: the backoff formula, deferrals, pauses
+                                            (passed by the worker, the completer, webhooks)
+`ShareRules`        app/scheduling.py       scheduling and the store's claim; the worker
+`RecordRules`       app/store/record.py     the store's record (through `Queue`)
+`FetchLimits`       app/fetch/fetcher.py    the fetcher, and robots.txt's reads
+`RobotsLimits`      app/fetch/robots.py     robots.txt's cache (None: robots.txt ignored)
+`Batching`          app/completer.py        the completer
+`WorkerRules`       app/worker.py           the worker
+`DeliveryRules`     app/webhooks.py         the webhook sender
+`Destinations`      app/fetch/guard.py      the SSRF guard: the API, fetcher and webhooks
+==================  ======================  ===============================================
+"""
+
+from dataclasses import dataclass
+
+from app.completer import Batching
+from app.content.extract import ExtractionLimits
+from app.fetch.fetcher import FetchLimits
+from app.fetch.guard import Destinations
+from app.fetch.pool import PoolSettings
+from app.fetch.robots import RobotsLimits
+from app.policy import RetryRules
+from app.scheduling import ShareRules
+from app.settings import Settings
+from app.store.record import RecordRules
+from app.webhooks import DeliveryRules
+from app.worker import WorkerRules
+
+
+@dataclass(frozen=True, slots=True)
+class Views:
+    """Every part's view of one `Settings`."""
+
+    retry: RetryRules
+    shares: ShareRules
+    records: RecordRules
+    fetch: FetchLimits
+    robots: RobotsLimits | None
+    """None: robots.txt is ignored (INGEST_ROBOTS_TXT=ignore)."""
+    batching: Batching
+    worker: WorkerRules
+    deliveries: DeliveryRules
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Views":
+        obey = settings.robots_txt == "obey"
+        return cls(
+            retry=RetryRules(
+                backoff_base_seconds=settings.backoff_base_seconds,
+                backoff_max_seconds=settings.backoff_max_seconds,
+                backoff_jitter=settings.backoff_jitter,
+                max_deferrals=settings.max_deferrals,
+                retry_after_max_seconds=settings.retry_after_max_seconds,
+                domain_failure_threshold=settings.domain_failure_threshold,
+            ),
+            shares=ShareRules(
+                domain_max_in_flight=settings.domain_max_in_flight,
+                domain_min_interval_seconds=settings.domain_min_interval_seconds,
+                robots_crawl_delay_max_seconds=(
+                    settings.robots_crawl_delay_max_seconds if obey else None
+                ),
+                tenant_max_in_flight=settings.tenant_max_in_flight,
+                tenant_weights=settings.tenant_weights,
+            ),
+            records=RecordRules(
+                content_versions=settings.content_versions,
+                webhook_max_attempts=settings.webhook_max_attempts,
+            ),
+            fetch=FetchLimits(
+                connections=settings.worker_concurrency,
+                connect_timeout_seconds=settings.connect_timeout_seconds,
+                read_timeout_seconds=settings.read_timeout_seconds,
+                fetch_timeout_seconds=settings.fetch_timeout_seconds,
+                max_redirects=settings.max_redirects,
+                max_body_bytes=settings.max_body_bytes,
+                allowed_content_types=settings.allowed_content_types,
+                user_agent=settings.user_agent,
+                transient_errors=settings.transient_errors,
+                transient_status_codes=settings.transient_status_codes,
+                extraction=PoolSettings(
+                    processes=settings.extraction_processes,
+                    timeout_seconds=settings.extract_timeout_seconds,
+                    memory_mb=settings.extract_memory_mb,
+                    limits=ExtractionLimits(pdf_max_pages=settings.pdf_max_pages),
+                ),
+            ),
+            robots=RobotsLimits(
+                cache_seconds=settings.robots_cache_seconds,
+                max_bytes=settings.robots_max_bytes,
+                unreachable_max_seconds=settings.robots_unreachable_max_seconds,
+            )
+            if obey
+            else None,
+            batching=Batching(
+                slots=settings.worker_concurrency,
+                record_delay_seconds=settings.record_delay_seconds,
+                lease_seconds=settings.lease_seconds,
+            ),
+            worker=WorkerRules(
+                concurrency=settings.worker_concurrency,
+                prefetch=settings.prefetch,
+                prefetch_seconds=settings.worker_prefetch_seconds,
+                lease_seconds=settings.lease_seconds,
+                poll_interval_seconds=settings.poll_interval_seconds,
+                shutdown_grace_seconds=settings.shutdown_grace_seconds,
+                retention_days=settings.retention_days,
+            ),
+            deliveries=DeliveryRules(
+                secret=settings.webhook_secret,
+                timeout_seconds=settings.webhook_timeout_seconds,
+                lease_seconds=settings.lease_seconds,
+                content_max_bytes=settings.webhook_content_max_bytes,
+                poll_interval_seconds=settings.poll_interval_seconds,
+                transient_errors=settings.transient_errors,
+                transient_status_codes=settings.transient_status_codes,
+            ),
+        )
+
+
+def destinations_of(settings: Settings) -> Destinations:
+    """Where fetches and callbacks may go, parsed once per process: a long
+    INGEST_BLOCKED_HOSTS takes milliseconds."""
+    return Destinations.parse(
+        settings.allow_private_networks,
+        settings.allowed_ports,
+        settings.allowed_hosts,
+        settings.blocked_hosts,
+    )
