@@ -44,6 +44,10 @@ new version.
 A rate-limited answer does not spend the attempt budget: the job is deferred to
 max(backoff, Retry-After) and its `deferrals` count grows, up to `max_deferrals`.
 
+Why one module past 400 lines: every decision the retry contract makes (classify, back off,
+defer, settle, pause a domain, retry a delivery), each a short pure function of the same
+`RetryRules`; the tree above and the table tests read against one file.
+
 The transient set is `Settings.transient_errors` (names) and `transient_status_codes`.
 
 Why one module past 300 lines: the failure tree and the formulas are written out in

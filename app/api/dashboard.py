@@ -22,7 +22,6 @@ API (`app.api.cross_site`): the browser would attach the Basic credentials to it
 import base64
 import binascii
 from collections.abc import Awaitable
-from datetime import timedelta
 from typing import Annotated, Literal
 from urllib.parse import urlencode
 
@@ -42,6 +41,7 @@ from app.store.activity import finished_per_minute
 from app.store.domains import DomainOverview
 from app.store.jobs import JobNotFound, JobStore, StateConflict
 from app.store.tables import Job, is_job_id
+from app.store.workers import silence
 from app.wire import PageMetadataOut
 
 PAGE_SIZE = 25
@@ -86,12 +86,6 @@ router = APIRouter(
     dependencies=[Depends(_guard)],
     default_response_class=HTMLResponse,
 )
-
-
-def silence(lease_seconds: float) -> timedelta:
-    """How long a worker may go unheard before it is shown as gone: two leases, six of its
-    heartbeats."""
-    return timedelta(seconds=2 * lease_seconds)
 
 
 @router.get("", name="dashboard")

@@ -2,7 +2,6 @@
 
 import asyncio
 import logging
-from datetime import timedelta
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
@@ -11,6 +10,7 @@ from app.api.auth import AdminDep, CallerDep
 from app.api.deps import DatabaseDep, JobsDep, SettingsDep, WorkersDep
 from app.api.problems import responses, service_unavailable, unavailable
 from app.api.schemas import Health, WorkerList
+from app.store.workers import silence
 from app.wire import StatsOut, WorkerOut
 from app.wording import error_line
 
@@ -33,8 +33,7 @@ async def get_stats(jobs: JobsDep, settings: SettingsDep, caller: CallerDep) -> 
 async def list_workers(workers: WorkersDep, settings: SettingsDep, _: AdminDep) -> WorkerList:
     """Every worker process seen in the last day: live, stopped, or gone (silent for twice
     INGEST_LEASE_SECONDS without saying it stopped). Admin."""
-    silence = timedelta(seconds=2 * settings.lease_seconds)
-    seen = await workers.list(workers.clock(), silence)
+    seen = await workers.list(workers.clock(), silence(settings.lease_seconds))
     return WorkerList(items=[WorkerOut.of(worker) for worker in seen])
 
 

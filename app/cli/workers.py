@@ -15,17 +15,15 @@ if TYPE_CHECKING:
 def workers(json_lines: JsonFlag = False, wide: WideFlag = False) -> None:
     """Worker processes: live, stopped (cleanly) or gone (silent for twice the lease, as
     INGEST_LEASE_SECONDS sets it here); with --json one per line, as GET /workers."""
-    from datetime import timedelta
-
     from app.cli.output import new_console, workers_table
     from app.clock import utc_now
-    from app.store.workers import WorkerStore
+    from app.store.workers import WorkerStore, silence
     from app.wire import WorkerOut
 
-    silence = timedelta(seconds=2 * load_settings().lease_seconds)
+    unheard = silence(load_settings().lease_seconds)
 
     async def read(store: JobStore) -> list[WorkerSeen]:
-        return await WorkerStore(store.db, store.clock).list(store.clock(), silence)
+        return await WorkerStore(store.db, store.clock).list(store.clock(), unheard)
 
     items = run_on_store(read)
     if json_lines:

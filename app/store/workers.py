@@ -20,6 +20,14 @@ from app.store.database import Database
 from app.store.tables import workers
 
 KEPT_FOR = timedelta(days=1)
+
+
+def silence(lease_seconds: float) -> timedelta:
+    """How long a worker may go unheard before it is shown as gone: two leases, six of its
+    heartbeats (the API, the dashboard and the CLI all say so)."""
+    return timedelta(seconds=2 * lease_seconds)
+
+
 """A worker's row is deleted this long after its last heartbeat."""
 
 
