@@ -25,6 +25,9 @@ from fastapi import FastAPI
 from app.api.app import create_app
 from app.settings import Settings
 from app.store.database import upgrade_to_head
+from app.store.jobs import JobStore
+from app.store.queue import Queue
+from tests.stores import open_stores
 from tests.webserver import ScriptedServer
 
 PG_URL = os.environ.get("INGEST_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -108,6 +111,14 @@ def pg_url(pg_database: str | None) -> str:
         pytest.skip("PostgreSQL unreachable")  # fails instead with INGEST_TEST_REQUIRE_POSTGRES
     asyncio.run(_truncate(pg_database))
     return pg_database
+
+
+@pytest.fixture
+async def stores(database_url: str) -> AsyncIterator[tuple[JobStore, Queue]]:
+    """A job store and the worker's queue on each backend, at a clock from `tests.stores.NOW`
+    a millisecond later at each read: for the store's own tests (`tests.stores`)."""
+    async with open_stores(database_url) as both:
+        yield both
 
 
 @pytest.fixture
