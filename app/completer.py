@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 
 from app import observability as events
 from app import policy
+from app.loop import wait_for_event
 from app.model import DomainPause, DomainSignal, Lease, MarkDead, Outcome, Reschedule
 from app.store.outages import database_unavailable, error_wait
 from app.store.queue import Queue
@@ -114,10 +115,7 @@ class Completer:
         while True:
             await self._gathered.wait()
             if not self._closing and not self._full.is_set():
-                try:
-                    await asyncio.wait_for(self._full.wait(), self.batching.record_delay_seconds)
-                except TimeoutError:
-                    pass
+                await wait_for_event(self._full, self.batching.record_delay_seconds)
             batch, self._waiting = self._waiting, []
             self._gathered.clear()
             self._full.clear()

@@ -25,6 +25,17 @@ from app.store.outages import error_wait
 from app.wording import counted, error_line
 
 
+async def wait_for_event(event: asyncio.Event, seconds: float) -> bool:
+    """Wait until `event` is set or `seconds` have passed, whichever comes first; whether it
+    was set. Every "wait N seconds or until stopped" is this one: a loop's wait after a
+    failed tick, a wake-up's wait, serve's wait before it starts a worker process again,
+    the completer's wait for a full batch."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    return event.is_set()
+
+
 class Wakeup:
     """`set()` from anywhere on the loop; `wait(timeout)` returns at the first set or the
     timeout, whichever comes first, and re-arms. A set that comes while nobody waits is kept,
@@ -37,11 +48,7 @@ class Wakeup:
         self._event.set()
 
     async def wait(self, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                await self._event.wait()
-        except TimeoutError:
-            pass
+        await wait_for_event(self._event, timeout)
         self._event.clear()
 
 
@@ -127,6 +134,4 @@ class Loop:
         submit, a NOTIFY) does not cut it short: the database failed, work did not run out,
         and each early tick would be one more failing query and log line (a busy worker
         frees slots many times a second). A wake-up that comes meanwhile is kept."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(wait):
-                await self.stopping.wait()
+        await wait_for_event(self.stopping, wait)

@@ -11,7 +11,13 @@ how long one takes: it queues INGEST_WORKER_PREFETCH jobs, as a batch is what dr
 backlog fast (a priority submitted meanwhile is not held behind them: `app.worker` hands
 queued jobs back for it).
 
-Pure: the worker feeds `FetchTimes` each fetch's duration and asks `prefetch_limit`.
+How much a pass claims (`claim_size`): the room left in the slots and the queue, once it is
+worth a transaction: room for a batch (`refill_at`, a slot's worth by default), or a slot
+that would otherwise idle. A finishing job wakes the loop only when there is room for a
+batch (`room_for_a_batch`).
+
+Pure: the worker feeds `FetchTimes` each fetch's duration and asks `prefetch_limit`, then
+`claim_size` with its `capacity` (slots plus that limit).
 """
 
 from dataclasses import dataclass
@@ -44,3 +50,26 @@ def prefetch_limit(
     if mean_fetch_seconds is None or mean_fetch_seconds <= 0:
         return most
     return min(most, int(budget_seconds * slots / mean_fetch_seconds))
+
+
+def refill_at(slots: int, capacity: int) -> int:
+    """The room worth a claim, for `slots` and a `capacity` of slots and local queue: a
+    third of the capacity, at most a slot's worth, at least 1: a batch worth a transaction,
+    while the queue still holds work for every slot."""
+    return max(1, min(slots, capacity // 3))
+
+
+def claim_size(slots: int, capacity: int, running: int, queued: int) -> int:
+    """How many jobs a pass claims with `running` fetches and `queued` jobs in hand: all the
+    room left in the `capacity` (slots and local queue), once there is room for a batch
+    (`refill_at`) or a slot would idle (nothing queued, a slot free); else 0, and the pass
+    waits for room."""
+    room = capacity - running - queued
+    idle_slot = not queued and running < slots
+    return room if idle_slot or room >= refill_at(slots, capacity) else 0
+
+
+def room_for_a_batch(slots: int, capacity: int, running: int, queued: int) -> bool:
+    """Whether a finishing job leaves room for a batch (`refill_at`): only then does it wake
+    a pass that stopped for room."""
+    return capacity - running - queued >= refill_at(slots, capacity)

@@ -5,7 +5,8 @@ worker, the fetcher, the job worker and the webhook sender, each handed what it 
 construction (nothing is patched in afterwards). `start()` sets them going: LISTEN for
 other processes' submits, the worker, the sender; `stop()` stops them in reverse and lets
 the in-flight jobs finish or hands them back. The FastAPI lifespan (`app.api.app`) and
-`ingest worker` (`app.cli`) both run a `Runtime`, so both run the same system.
+`ingest worker` (`app.cli`) both run a `Runtime`, so both run the same system; the
+operators' commands (`app.cli.runner`) take their database and stores from one too.
 
 The worker and the sender run on an event loop of their own, in a thread (`Background`),
 with their own connections to the same database (`Database.beside`): 32 fetches at full
@@ -23,27 +24,30 @@ import logging
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app import event_loops, observability
 from app.clock import Clock, utc_now
-from app.fetch.fetcher import Fetcher
 from app.fetch.guard import Destinations, Resolver, system_resolver
-from app.fetch.robots import RobotsTxt
 from app.keys import Keys
-from app.metrics import Metrics
 from app.settings import Settings
 from app.store.database import Database
 from app.store.deliveries import DeliveryStore
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore
-from app.store.queue import Queue
 from app.store.reads import ContentStore
 from app.store.workers import WorkerStore
 from app.views import Views, destinations_of
-from app.webhooks import Deliverer
-from app.worker import Worker
 from app.worker_process import WorkerProcess
+
+if TYPE_CHECKING:
+    # Imported by `build` when it builds a worker (with the worker's queue): an operator's
+    # command takes its stores from here without importing the fetcher's parsers and
+    # extractors.
+    from app.fetch.fetcher import Fetcher
+    from app.metrics import Metrics
+    from app.webhooks import Deliverer
+    from app.worker import Worker
 
 log = logging.getLogger("ingest.runtime")
 
@@ -96,8 +100,6 @@ class Background:
 @dataclass
 class Runtime:
     settings: Settings
-    views: Views
-    """Each part's view of the settings (`app.views`): built once, handed to the parts."""
     clock: Clock
     database: Database
     jobs: JobStore
@@ -112,9 +114,9 @@ class Runtime:
     """INGEST_API_KEYS as the API checks them: digested once."""
     background: Background = field(default_factory=Background)
     worker_database: Database | None = None
-    fetcher: Fetcher | None = None
-    worker: Worker | None = None
-    deliverer: Deliverer | None = None
+    fetcher: "Fetcher | None" = None
+    worker: "Worker | None" = None
+    deliverer: "Deliverer | None" = None
     worker_process: WorkerProcess | None = None
     _running: list[asyncio.Task[None]] = field(default_factory=list)
     _listening: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
@@ -128,13 +130,13 @@ class Runtime:
         in_a_process: bool = False,
         clock: Clock = utc_now,
         resolver: Resolver = system_resolver,
+        operator: bool = False,
     ) -> "Runtime":
         """The system for `settings`; with `run_worker`, a job worker and a webhook sender,
         in this process or, `in_a_process`, in a child (`app.worker_process`). `clock` and
-        `resolver` (the SSRF guard's DNS) are there for tests to replace."""
+        `resolver` (the SSRF guard's DNS) are there for tests to replace. For an `operator`'s
+        command (`app.cli.runner`), submits are not held to INGEST_TENANT_MAX_PENDING."""
         database = Database(settings.database_url, settings.database_pool_size)
-        # The parts below take their own view of the settings, never the whole.
-        views = Views.of(settings)
         # Parsed once (a long INGEST_BLOCKED_HOSTS takes milliseconds): the API's checks, the
         # fetcher's guard and the webhooks' guard share it.
         destinations = destinations_of(settings)
@@ -155,12 +157,11 @@ class Runtime:
             clock,
             on_submit,
             settings.domain_max_in_flight,
-            max_pending=settings.tenant_max_pending,
+            max_pending=0 if operator else settings.tenant_max_pending,
             tenant_max_in_flight=settings.tenant_max_in_flight,
         )
         runtime = cls(
             settings,
-            views,
             clock,
             database,
             jobs,
@@ -174,6 +175,14 @@ class Runtime:
             worker_process=child,
         )
         if run_worker and child is None:
+            from app.fetch.fetcher import Fetcher
+            from app.fetch.robots import RobotsTxt
+            from app.store.queue import Queue
+            from app.webhooks import Deliverer
+            from app.worker import Worker
+
+            # The parts below take their own view of the settings, never the whole.
+            views = Views.of(settings)
             beside = runtime.worker_database = database.beside()
             fetcher = runtime.fetcher = Fetcher(
                 views.fetch, resolver=resolver, destinations=destinations
@@ -201,7 +210,7 @@ class Runtime:
             )
         return runtime
 
-    async def start(self, metrics: Metrics) -> None:
+    async def start(self, metrics: "Metrics") -> None:
         """Start the worker and the sender (if any) on their own loop, counting their events
         into `metrics`; return once they run. A worker process: start it."""
         if self.worker_process is not None:
@@ -211,7 +220,7 @@ class Runtime:
         self.background.start()
         await self.background.run(self._start_background(metrics))
 
-    async def _start_background(self, metrics: Metrics) -> None:
+    async def _start_background(self, metrics: "Metrics") -> None:
         assert self.worker and self.deliverer and self.worker_database
         # Other processes' submits wake this worker through the database (PostgreSQL).
         listening = self.worker_database.backend.listen(

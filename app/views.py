@@ -22,37 +22,52 @@ view                defined in              read by
 """
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from app.completer import Batching
-from app.content.extract import ExtractionLimits
-from app.fetch.fetcher import FetchLimits
 from app.fetch.guard import Destinations
-from app.fetch.pool import PoolSettings
-from app.fetch.robots import RobotsLimits
-from app.policy import RetryRules
-from app.scheduling import ShareRules
 from app.settings import Settings
-from app.store.record import RecordRules
-from app.webhooks import DeliveryRules
-from app.worker import WorkerRules
+
+if TYPE_CHECKING:
+    from app.completer import Batching
+    from app.fetch.fetcher import FetchLimits
+    from app.fetch.robots import RobotsLimits
+    from app.policy import RetryRules
+    from app.scheduling import ShareRules
+    from app.store.record import RecordRules
+    from app.webhooks import DeliveryRules
+    from app.worker import WorkerRules
 
 
 @dataclass(frozen=True, slots=True)
 class Views:
     """Every part's view of one `Settings`."""
 
-    retry: RetryRules
-    shares: ShareRules
-    records: RecordRules
-    fetch: FetchLimits
-    robots: RobotsLimits | None
+    retry: "RetryRules"
+    shares: "ShareRules"
+    records: "RecordRules"
+    fetch: "FetchLimits"
+    robots: "RobotsLimits | None"
     """None: robots.txt is ignored (INGEST_ROBOTS_TXT=ignore)."""
-    batching: Batching
-    worker: WorkerRules
-    deliveries: DeliveryRules
+    batching: "Batching"
+    worker: "WorkerRules"
+    deliveries: "DeliveryRules"
 
     @classmethod
     def of(cls, settings: Settings) -> "Views":
+        # Imported as views are made, not with this module: the root of an operator's
+        # command (`app.cli.runner`) parses the destinations here and builds no worker, so
+        # it loads none of the fetcher's, the worker's and the webhooks' modules.
+        from app.completer import Batching
+        from app.content.extract import ExtractionLimits
+        from app.fetch.fetcher import FetchLimits
+        from app.fetch.pool import PoolSettings
+        from app.fetch.robots import RobotsLimits
+        from app.policy import RetryRules
+        from app.scheduling import ShareRules
+        from app.store.record import RecordRules
+        from app.webhooks import DeliveryRules
+        from app.worker import WorkerRules
+
         obey = settings.robots_txt == "obey"
         return cls(
             retry=RetryRules(

@@ -45,7 +45,7 @@ from app.fetch.fetcher import Fetcher
 from app.fetch.robots import RobotsTxt
 from app.loop import Held, Loop
 from app.model import Failure, Fetched, Lease, Outcome, Reschedule, Unmodified, WorkerPresence
-from app.prefetch import FetchTimes, prefetch_limit
+from app.prefetch import FetchTimes, claim_size, prefetch_limit, room_for_a_batch
 from app.store.queue import Queue
 from app.wording import counted, error_line, seconds
 
@@ -253,9 +253,9 @@ class Worker:
         if now >= self._next_fold:
             self._next_fold = now + FOLD_INTERVAL
             await self.queue.fold_counts()
-        room = self._capacity - len(self._running) - len(self._queued)
-        idle_slot = not self._queued and len(self._running) < self.rules.concurrency
-        if not idle_slot and room < self._refill_at:
+        slots = self.rules.concurrency
+        room = claim_size(slots, self._capacity, len(self._running), len(self._queued))
+        if not room:
             self._waiting_for_room = True  # a finishing job wakes the loop when there is room
             return self._max_wait
         # After a full claim or a submit there surely is something to claim: no look first.
@@ -281,12 +281,6 @@ class Worker:
             return self._max_wait
         return await self._idle_timeout(now)
 
-    @property
-    def _refill_at(self) -> int:
-        """Claim when the local queue has room for this many (a slot's worth by default): a
-        batch worth a transaction, while the queue still holds work for every slot."""
-        return max(1, min(self.rules.concurrency, self._capacity // 3))
-
     def _start_queued(self) -> None:
         while self._queued and len(self._running) < self.rules.concurrency:
             lease = self._queued.popleft()
@@ -304,7 +298,8 @@ class Worker:
         # took all it could (more are due), or a pass found no room. Otherwise everything
         # due was claimed, and a pass now would only look and find nothing.
         more = self._more_due or self._waiting_for_room
-        if more and self._capacity - len(self._running) - len(self._queued) >= self._refill_at:
+        slots = self.rules.concurrency
+        if more and room_for_a_batch(slots, self._capacity, len(self._running), len(self._queued)):
             self.notify()
 
     async def _process(self, lease: Lease) -> None:

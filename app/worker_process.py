@@ -21,7 +21,6 @@ sent SIGTERM itself) is not started again.
 """
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ import time
 from dataclasses import dataclass
 
 from app.keys import Keys
+from app.loop import wait_for_event
 from app.model import wake_payload
 from app.settings import Settings
 from app.store.outages import error_wait
@@ -123,7 +123,7 @@ class WorkerProcess:
                     exc,
                     error_wait(crashes),
                 )
-                await self._wait_out(error_wait(crashes))
+                await wait_for_event(self._stopping, error_wait(crashes))
                 continue
             started = time.monotonic()
             stopping = asyncio.create_task(self._stopping.wait())
@@ -147,13 +147,7 @@ class WorkerProcess:
                 code,
                 wait,
             )
-            await self._wait_out(wait)
-
-    async def _wait_out(self, seconds: float) -> None:
-        """`seconds`, or until `stop`."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
+            await wait_for_event(self._stopping, wait)
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         process = await asyncio.create_subprocess_exec(

@@ -23,8 +23,8 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
-from tests.conftest import queue_on
 from tests.outcomes import failed, succeeded
+from tests.stores import queue_on
 
 LIVE = ("crawler-1:4711:7c1e9a02", "crawler-2:4802:b5d3f611")
 GONE = "crawler-3:3920:0aa4c7e9"

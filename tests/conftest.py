@@ -24,9 +24,10 @@ from fastapi import FastAPI
 
 from app.api.app import create_app
 from app.settings import Settings
-from app.store.database import Database, upgrade_to_head
+from app.store.database import upgrade_to_head
+from app.store.jobs import JobStore
 from app.store.queue import Queue
-from app.views import Views
+from tests.stores import open_stores
 from tests.webserver import ScriptedServer
 
 PG_URL = os.environ.get("INGEST_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -113,6 +114,14 @@ def pg_url(pg_database: str | None) -> str:
 
 
 @pytest.fixture
+async def stores(database_url: str) -> AsyncIterator[tuple[JobStore, Queue]]:
+    """A job store and the worker's queue on each backend, at a clock from `tests.stores.NOW`
+    a millisecond later at each read: for the store's own tests (`tests.stores`)."""
+    async with open_stores(database_url) as both:
+        yield both
+
+
+@pytest.fixture
 def make_settings(database_url: str) -> Callable[..., Settings]:
     """Settings on the test database, with sub-second timings so no test waits for real."""
 
@@ -156,13 +165,6 @@ async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://ingest") as client:
             yield app, client
-
-
-def queue_on(database: Database, settings: Settings) -> Queue:
-    """The worker's handle on the store, with the claim's and the record's rules the
-    composition root makes of `settings`."""
-    views = Views.of(settings)
-    return Queue(database, views.shares, views.records)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.tables import attempts
 from tests.activity import seed_activity
-from tests.conftest import queue_on
+from tests.stores import queue_on
 
 NOW = datetime(2026, 11, 30, 3, 12, 40, tzinfo=UTC)
 

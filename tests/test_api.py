@@ -10,8 +10,9 @@ import pytest
 from app import policy
 from app.model import DeadReason, ErrorKind, Failure, MarkDead
 from app.store.database import Database
-from tests.conftest import queue_on, running_app, wait_for_status
+from tests.conftest import running_app, wait_for_status
 from tests.outcomes import failed, record
+from tests.stores import queue_on
 from tests.webserver import ScriptedServer
 
 URL = "http://example.test/page"

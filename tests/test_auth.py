@@ -7,7 +7,8 @@ import pytest
 
 from app import policy
 from app.model import DomainPause
-from tests.conftest import queue_on, running_app
+from tests.conftest import running_app
+from tests.stores import queue_on
 
 KEY_A = "a" * 20
 KEY_B = "b" * 20

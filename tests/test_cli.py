@@ -23,9 +23,10 @@ from app.model import DeadReason, ErrorKind, Failure, Fetched, MarkDead, NewJob
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
-from tests.conftest import eventually, queue_on, running_app, wait_for_status
+from tests.conftest import eventually, running_app, wait_for_status
 from tests.outcomes import failed, succeeded
 from tests.processes import INSTALLED
+from tests.stores import queue_on
 from tests.webserver import Reply
 
 runner = CliRunner()
@@ -381,6 +382,25 @@ def test_help_loads_no_web_framework_or_orm():
     loaded = set(done.stdout.splitlines()[-1].split())
     assert "typer" in loaded
     assert set() == loaded & {"fastapi", "starlette", "sqlalchemy", "alembic", "uvicorn", "jinja2"}
+
+
+def test_a_command_on_the_database_loads_no_worker_nor_fetcher(database_url, monkeypatch, tmp_path):
+    """`ingest jobs list` takes its stores from the composition root (`app.runtime`) without
+    importing the worker, the webhook sender or the fetcher (its parsers and extractors)."""
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    code = (
+        "import sys\nfrom app.cli import cli\ntry:\n    cli(['jobs', 'list'])\n"
+        "except SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    env = {**os.environ, "INGEST_DATABASE_URL": database_url}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    loaded = set(done.stdout.splitlines()[-1].split())
+    assert "app.runtime" in loaded
+    workers = {"app.worker", "app.webhooks", "app.fetch.fetcher", "app.content.extract"}
+    assert set() == loaded & (workers | {"trafilatura", "lxml"})
 
 
 def closed_port() -> int:

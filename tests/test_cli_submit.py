@@ -9,9 +9,9 @@ import pytest
 from app.model import NewJob
 from app.store.database import Database
 from app.store.jobs import JobStore
-from tests.conftest import queue_on
 from tests.outcomes import succeeded
 from tests.processes import READY, worker_process
+from tests.stores import queue_on
 from tests.test_cli import ingest, json_lines, one_line_error
 from tests.test_pages import fetched
 from tests.webserver import Reply

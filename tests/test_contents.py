@@ -6,7 +6,8 @@ from app.store.queue import Overdue
 from app.store.record import Recorded
 from app.views import Views
 from app.worker import PRUNE_INTERVAL, Worker
-from tests.conftest import queue_on, running_app, wait_for_status
+from tests.conftest import running_app, wait_for_status
+from tests.stores import queue_on
 from tests.webserver import Reply
 
 

@@ -12,8 +12,9 @@ from app.clock import utc_now
 from app.model import DeadReason, DomainPause, ErrorKind, Failure, MarkDead, NewJob
 from app.runtime import Runtime
 from tests.activity import DOMAINS, GONE, LIVE, STOPPED, seed_activity
-from tests.conftest import eventually, queue_on, running_app, wait_for_status
+from tests.conftest import eventually, running_app, wait_for_status
 from tests.outcomes import failed
+from tests.stores import queue_on
 from tests.test_dashboard import PAUSED_DOMAIN, banner, seed
 from tests.webserver import Reply, ScriptedServer
 

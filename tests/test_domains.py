@@ -8,8 +8,9 @@ import pytest
 from app.clock import utc_now
 from app.fetch.urls import job_domain
 from app.model import DomainPause
-from tests.conftest import eventually, queue_on, running_app, submit, wait_for_status
+from tests.conftest import eventually, running_app, submit, wait_for_status
 from tests.processes import READY, worker_process
+from tests.stores import queue_on
 from tests.webserver import Reply, ScriptedServer
 
 

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from app.loop import Held, Loop
+from app.loop import Held, Loop, wait_for_event
 
 
 class Ticks:
@@ -113,6 +113,17 @@ async def test_a_wakeup_does_not_cut_an_error_wait_short():
     await asyncio.wait_for(running, 1)
     assert 2 == len(ticked_at), ticked_at  # at once, then after 0.5 s; the next is 1 s on
     assert ticked_at[1] >= 0.5
+
+
+async def test_a_wait_for_an_event_ends_when_it_is_set_or_its_time_is_up():
+    """`wait_for_event` returns True as soon as the event is set, long before its 30 s; False
+    once its time is up with the event still unset."""
+    event = asyncio.Event()
+    asyncio.get_running_loop().call_soon(event.set)
+    started = asyncio.get_running_loop().time()
+    assert True is await wait_for_event(event, 30)
+    assert asyncio.get_running_loop().time() - started < 5
+    assert False is await wait_for_event(asyncio.Event(), 0.01)
 
 
 async def test_a_held_tick_is_no_recovery(caplog, monkeypatch):

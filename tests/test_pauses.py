@@ -14,7 +14,7 @@ from app.store.database import Database
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore
 from app.views import Views
-from tests.conftest import queue_on
+from tests.stores import queue_on
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

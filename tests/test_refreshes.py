@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.fetch.pool import ExtractionPool
-from tests.conftest import eventually, queue_on, running_app, submit, wait_for_status
+from tests.conftest import eventually, running_app, submit, wait_for_status
+from tests.stores import queue_on
 from tests.webserver import Reply
 
 ETAG = '"v1"'

@@ -7,16 +7,15 @@ import pytest
 import sqlalchemy as sa
 
 from app.model import DeadReason, ErrorKind, Failure, Fetched, JobStatus, MarkDead, NewJob
-from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobNotFound, JobStore, StateConflict
 from app.store.queue import Queue
 from app.store.retention import prune_domains, prune_jobs
 from app.store.tables import Attempt, JobContent, JobRow, domains, new_domain
-from tests.conftest import queue_on, running_app
+from tests.conftest import running_app
 from tests.outcomes import failed, record, succeeded
+from tests.stores import NOW, new, open_stores, queue_on
 
-NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CUTOFF = NOW + timedelta(days=5)
 LATER = NOW + timedelta(days=10)
 RESULT = Fetched(200, "http://a.test/", "text/html", 4, "0" * 64, "t", 1, b"body", "t")
@@ -35,15 +34,9 @@ class Clock:
 
 @pytest.fixture
 async def store(database_url):
-    database = Database(database_url)
     clock = Clock()
-    queue = queue_on(database, Settings(_env_file=None, domain_max_in_flight=1000))
-    yield JobStore(database, clock), queue, clock
-    await database.dispose()
-
-
-def new(path: str = "/") -> NewJob:
-    return NewJob(url=f"http://a.test{path}", domain="a.test", tenant="t", max_attempts=3)
+    async with open_stores(database_url, clock) as (jobs, queue):
+        yield jobs, queue, clock
 
 
 async def finish(jobs: JobStore, queue: Queue, path: str, outcome: str, at: datetime) -> str:
@@ -95,6 +88,20 @@ async def test_dead_jobs_are_kept_at_any_age(store):
 
     assert 0 == await queue.prune(CUTOFF)
     assert JobStatus.DEAD == (await jobs.get(dead)).status
+
+
+async def test_a_job_finished_at_the_cutoff_is_not_pruned(store):
+    """Retention deletes jobs finished before the cutoff: one finished at it stays, one a
+    microsecond later goes. (On SQLite the record's timestamps were once bound untyped and
+    stored in the driver's format, which sorts before the same instant as SQLAlchemy binds
+    it: the job finished at the cutoff was pruned.)"""
+    jobs, queue, _ = store
+    await jobs.submit([new()])
+    (lease,) = await queue.claim("w", 1, NOW, 60)
+    finished = NOW + timedelta(seconds=1)
+    assert True is await record(queue, succeeded(lease, RESULT), finished)
+    assert 0 == await queue.prune(finished)
+    assert 1 == await queue.prune(finished + timedelta(microseconds=1))
 
 
 async def test_prune_works_in_batches_to_the_end(store, monkeypatch):

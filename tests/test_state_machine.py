@@ -72,7 +72,8 @@ from app.store.domains import DomainStore
 from app.store.jobs import JobStore, StateConflict
 from app.store.tables import attempts, contents, domains, jobs, tenants
 from app.views import Views
-from tests.conftest import _truncate, queue_on
+from tests.conftest import _truncate
+from tests.stores import queue_on
 
 T = TypeVar("T")
 

@@ -15,8 +15,9 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.tables import attempts, jobs, tenants
 from app.views import Views
-from tests.conftest import eventually, queue_on, running_app
+from tests.conftest import eventually, running_app
 from tests.outcomes import failed, record, succeeded, take_back_expired
+from tests.stores import queue_on
 from tests.webserver import Reply, ScriptedServer
 
 FETCHED = 400

@@ -16,9 +16,10 @@ from app.store.database import Database
 from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobStore
 from app.webhooks import cut
-from tests.conftest import eventually, queue_on, running_app, wait_for_status
+from tests.conftest import eventually, running_app, wait_for_status
 from tests.outcomes import take_back_expired
 from tests.receivers import Receiver
+from tests.stores import queue_on
 from tests.test_metrics import parse
 from tests.webserver import Reply, ScriptedServer
 

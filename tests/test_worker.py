@@ -16,8 +16,9 @@ from app.clock import utc_now
 from app.settings import Settings
 from app.store.database import Database
 from app.store.tables import domains
-from tests.conftest import eventually, queue_on, running_app, submit, wait_for_status
+from tests.conftest import eventually, running_app, submit, wait_for_status
 from tests.outcomes import take_back_expired
+from tests.stores import queue_on
 from tests.webserver import Reply, ScriptedServer
 
 

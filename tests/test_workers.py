@@ -15,7 +15,8 @@ from app.model import WorkerPresence
 from app.settings import Settings
 from app.store.database import Database
 from app.store.workers import WorkerState, WorkerStore
-from tests.conftest import eventually, queue_on, running_app
+from tests.conftest import eventually, running_app
+from tests.stores import queue_on
 from tests.webserver import Reply
 
 NOW = datetime(2026, 11, 30, 3, 12, 4, tzinfo=UTC)

@@ -8,7 +8,6 @@ and an open service (no keys) see everything.
 from datetime import UTC, datetime
 from typing import Annotated
 
-import httpx
 from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import AwareDatetime
@@ -17,9 +16,18 @@ from app import observability as events
 from app.api.auth import Caller, CallerDep
 from app.api.deps import JobsDep, SubmittingDep
 from app.api.problems import over_quota, responses
-from app.api.schemas import AttemptList, BatchIn, JobIn, JobList, JobPage, Refreshed, Requeued
+from app.api.schemas import (
+    AttemptList,
+    BatchIn,
+    JobIn,
+    JobList,
+    JobPage,
+    Refreshed,
+    Requeued,
+    SubmittedUrl,
+)
 from app.fetch.guard import BlockedDestination, Destinations
-from app.fetch.urls import domain_of, job_url
+from app.fetch.urls import domain_of
 from app.model import DEFAULT_TENANT, JobStatus, NewJob
 from app.settings import Settings
 from app.store.tables import Attempt, Job
@@ -62,12 +70,11 @@ def shown_attempt(attempt: Attempt, caller: Caller) -> AttemptOut:
 
 def _new_job(
     body: JobIn,
-    url: httpx.URL,
     caller: Caller,
     settings: Settings,
     idempotency_key: str | None = None,
 ) -> NewJob:
-    """The job `body` asks for; `url` is its URL as `_checked` parsed it."""
+    """The job `body` asks for, its URLs checked (`_check`)."""
     if caller.tenant is not None and body.tenant not in (None, caller.tenant):
         raise HTTPException(403, f"this API key submits for tenant {caller.tenant!r} only")
     fingerprint = None if idempotency_key is None else body.fingerprint()
@@ -85,7 +92,7 @@ def _new_job(
         )
     return NewJob(
         url=body.url,
-        domain=domain_of(url),
+        domain=domain_of(body.url.parsed),
         tenant=caller.tenant or body.tenant or DEFAULT_TENANT,
         max_attempts=body.max_attempts or settings.max_attempts,
         priority=body.priority,
@@ -99,7 +106,7 @@ def _new_job(
     )
 
 
-def _urls_of(job: JobIn, loc: Loc) -> dict[Loc, str]:
+def _urls_of(job: JobIn, loc: Loc) -> dict[Loc, SubmittedUrl]:
     """The job's URLs by their place in the body: the one fetched, and the callback's."""
     urls = {(*loc, "url"): job.url}
     if job.callback_url is not None:
@@ -107,22 +114,19 @@ def _urls_of(job: JobIn, loc: Loc) -> dict[Loc, str]:
     return urls
 
 
-def _checked(urls: dict[Loc, str], destinations: Destinations) -> dict[Loc, httpx.URL]:
-    """The URLs parsed (the body's validation accepted them), once each for the guard and
-    the job's domain; 422 for those the SSRF guard refuses on sight: a blocked literal
-    address, a port not allowed, a blocked host, userinfo. Names that resolve to blocked
-    addresses are refused when fetched (the job dies with BlockedDestination, a callback's
-    delivery is dead)."""
-    parsed = {loc: job_url(url) for loc, url in urls.items()}
+def _check(urls: dict[Loc, SubmittedUrl], destinations: Destinations) -> None:
+    """422 for the URLs (as the body's validation parsed them) that the SSRF guard refuses on
+    sight: a blocked literal address, a port not allowed, a blocked host, userinfo. Names
+    that resolve to blocked addresses are refused when fetched (the job dies with
+    BlockedDestination, a callback's delivery is dead)."""
     errors = []
-    for loc, url in parsed.items():
+    for loc, url in urls.items():
         try:
-            destinations.check_url(url)
+            destinations.check_url(url.parsed)
         except BlockedDestination as exc:
-            errors.append({"type": "value_error", "loc": loc, "input": urls[loc], "msg": str(exc)})
+            errors.append({"type": "value_error", "loc": loc, "input": url, "msg": str(exc)})
     if errors:
         raise RequestValidationError(errors)
-    return parsed
 
 
 def _statuses(raw: str | None) -> list[JobStatus]:
@@ -164,8 +168,8 @@ async def submit_job(
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     """Queue a URL to fetch."""
-    urls = _checked(_urls_of(body, ("body",)), submitting.destinations)
-    new = _new_job(body, urls[("body", "url")], caller, submitting.settings, idempotency_key)
+    _check(_urls_of(body, ("body",)), submitting.destinations)
+    new = _new_job(body, caller, submitting.settings, idempotency_key)
     submitting.rate.admit(caller.key, 1)
     if idempotency_key is None:
         job, created = (await submitting.jobs.submit([new]))[0], True
@@ -191,7 +195,7 @@ async def submit_batch(
     caller: CallerDep,
 ) -> JobList:
     """Queue 1 to 1,000 URLs at once, all or nothing."""
-    urls = _checked(
+    _check(
         {
             loc: url
             for i, job in enumerate(body.jobs)
@@ -199,10 +203,7 @@ async def submit_batch(
         },
         submitting.destinations,
     )
-    new = [
-        _new_job(item, urls[("body", "jobs", i, "url")], caller, submitting.settings)
-        for i, item in enumerate(body.jobs)
-    ]
+    new = [_new_job(item, caller, submitting.settings) for item in body.jobs]
     submitting.rate.admit(caller.key, len(new))
     created = await submitting.jobs.submit(new)
     events.jobs_submitted(len(created))

@@ -4,7 +4,17 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+import httpx
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import CoreSchema, core_schema
 
 from app.api.bodies import (
     METADATA_MAX_BYTES,
@@ -13,7 +23,7 @@ from app.api.bodies import (
     few_keys,
     text_only,
 )
-from app.fetch.urls import job_domain
+from app.fetch.urls import job_url
 from app.model import CallbackContent, ErrorKind
 from app.store.tables import Delivery
 from app.wire import AttemptOut, ErrorOut, JobOut, VersionOut, WorkerOut
@@ -24,6 +34,26 @@ REFRESH_EVERY_MAX = 366 * 86_400
 """A year and a day: the longest refresh schedule (a longer one is a typo)."""
 
 
+class SubmittedUrl(str):
+    """A URL a body gave, as given, once `app.fetch.urls.job_url` accepted it, with what that
+    parsed (`parsed`): the API's SSRF check and the job's domain read it, not parsing the
+    URL again (parsing is most of what a submitted job costs the API). A string in the
+    schema and on the wire."""
+
+    parsed: httpx.URL
+
+    @classmethod
+    def check(cls, url: str) -> "SubmittedUrl":
+        """`url`, kept parsed; ValueError (for the submitter) for one `job_url` refuses."""
+        submitted = cls(url)
+        submitted.parsed = job_url(url)
+        return submitted
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(cls.check, handler(str))
+
+
 # Each request body's first example is what Swagger UI fills in for "Try it out" (without
 # one it builds `{"url": "string"}`, a 422); tests/test_api.py submits every one. The URL
 # alone: pydantic sorts an example's keys, which would put it last.
@@ -32,7 +62,9 @@ class JobIn(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"url": "https://example.com/"}]}
     )
 
-    url: str = Field(description="http or https URL with a host, at most 2,048 characters.")
+    url: SubmittedUrl = Field(
+        description="http or https URL with a host, at most 2,048 characters."
+    )
     priority: int = Field(0, ge=-1000, le=1000, description="Higher runs first.")
     max_attempts: int | None = Field(
         None, ge=1, le=100, description="Attempt budget; INGEST_MAX_ATTEMPTS when omitted."
@@ -43,7 +75,7 @@ class JobIn(BaseModel):
         description=f"Opaque JSON kept with the job: at most {METADATA_MAX_BYTES} bytes, "
         f"{METADATA_MAX_DEPTH} levels deep, finite numbers.",
     )
-    callback_url: str | None = Field(None, description="Notified when the job finishes.")
+    callback_url: SubmittedUrl | None = Field(None, description="Notified when the job finishes.")
     callback_content: CallbackContent = Field(
         CallbackContent.NONE,
         description="What the callback carries of the content besides the job: `none`, "
@@ -95,13 +127,6 @@ class JobIn(BaseModel):
             return None if value is None else value.astimezone(UTC)
         except OverflowError:
             raise ValueError("not_before must fall within the years 1 to 9999 in UTC") from None
-
-    @field_validator("url", "callback_url")
-    @classmethod
-    def _fetchable(cls, value: str | None) -> str | None:
-        if value is not None:
-            job_domain(value)
-        return value
 
 
 class BatchIn(BaseModel):

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.runner import fail, run_on_store
+from app.cli.runner import fail, run_on_runtime
 
 if TYPE_CHECKING:
+    from app.runtime import Runtime
     from app.store.domains import DomainOverview
-    from app.store.jobs import JobStore
 
 
 def domains(
@@ -25,14 +25,13 @@ def domains(
     """Domains with pending or running jobs, a pause or a failure streak."""
     from app.cli.output import domains_table, new_console
     from app.clock import utc_now
-    from app.store.domains import DomainStore
 
-    async def run(store: JobStore) -> tuple[bool, list[DomainOverview]]:
-        domain_store = DomainStore(store.db, store.clock)
-        resumed = await domain_store.resume(resume) if resume else True
-        return resumed, await domain_store.overview(utc_now())
+    async def run(runtime: Runtime) -> tuple[bool, list[DomainOverview]]:
+        domains = runtime.domains
+        resumed = await domains.resume(resume) if resume else True
+        return resumed, await domains.overview(utc_now())
 
-    resumed, items = run_on_store(run)
+    resumed, items = run_on_runtime(run)
     if not resumed:
         fail(f"no domain {resume}")
     console = new_console(wide)

@@ -1,7 +1,8 @@
 """`ingest jobs ...` and `ingest stats`: the operators' commands, on the configured database.
 
-They run the API's own store code (`JobStore` over `Database`) with the same settings, so
-they work while the server is down; `app.cli.runner` turns expected errors into one line.
+They run the API's own store code (`JobStore` over `Database`, built by the composition root
+as for the API: `app.cli.runner.operator_runtime`) with the same settings, so they work
+while the server is down; `app.cli.runner` turns expected errors into one line.
 A job is named by its id or the id's first characters (`JobStore.match_id`). `--json`
 prints what the API answers, in the API's compact style: one object per line.
 """
@@ -13,14 +14,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.cli.runner import fail, load_settings, run_on_store
+from app.cli.runner import fail, run_on_runtime
 from app.model import JobStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from app.store.counts import TenantLoad
-    from app.store.jobs import JobStore, Stats
+    from app.runtime import Runtime
     from app.store.reads import Part, Version
     from app.store.tables import Attempt, Job
 
@@ -75,8 +73,8 @@ def list_jobs(
     from app.wire import JobOut
 
     statuses = _statuses(status)
-    page = run_on_store(
-        lambda store: store.list(statuses, domain=domain, tenant=tenant, limit=limit)
+    page = run_on_runtime(
+        lambda runtime: runtime.jobs.list(statuses, domain=domain, tenant=tenant, limit=limit)
     )
     if json_lines:
         for job in page.items:
@@ -105,12 +103,13 @@ def show(
     if with_attempts and not json_out:
         fail("--attempts goes with --json (the table always shows them)", code=2)
 
-    async def read(store: JobStore) -> tuple[Job, list[Attempt]]:
-        job = await store.get(await store.match_id(job_id))
-        history = await store.attempts(job.id) if with_attempts or not json_out else []
+    async def read(runtime: Runtime) -> tuple[Job, list[Attempt]]:
+        jobs = runtime.jobs
+        job = await jobs.get(await jobs.match_id(job_id))
+        history = await jobs.attempts(job.id) if with_attempts or not json_out else []
         return job, history
 
-    job, history = run_on_store(read)
+    job, history = run_on_runtime(read)
     if json_out:
         body: dict[str, Any] = JobOut.of(job).model_dump(mode="json")
         if with_attempts:
@@ -134,16 +133,16 @@ def text(
     """A succeeded job's main text (GET /jobs/{id}/text), or its Markdown; control
     characters escaped (ESC as \\x1b), lines and tabs kept."""
     from app.cli.output import printable_lines
-    from app.store.reads import Content, ContentStore
+    from app.store.reads import Content
     from app.wire import missing_content
 
     part: Part = "markdown" if markdown else "text"
 
-    async def read(store: JobStore) -> tuple[str, Content]:
-        full_id = await store.match_id(job_id)
-        return full_id, await ContentStore(store.db).get(full_id, part=part)
+    async def read(runtime: Runtime) -> tuple[str, Content]:
+        full_id = await runtime.jobs.match_id(job_id)
+        return full_id, await runtime.contents.get(full_id, part=part)
 
-    full_id, content = run_on_store(read)
+    full_id, content = run_on_runtime(read)
     if content.status is None:  # deleted since its id was matched
         fail(f"no job {full_id}")
     missing = missing_content(full_id, content, part)
@@ -171,15 +170,17 @@ def retry(
     if domain is not None and not all_dead:
         fail("--domain goes with --all-dead", code=2)
     if job_id is None:
-        count = run_on_store(lambda store: store.retry_all([JobStatus.DEAD], domain=domain))
+        count = run_on_runtime(
+            lambda runtime: runtime.jobs.retry_all([JobStatus.DEAD], domain=domain)
+        )
         of = f" of {domain.lower()}" if domain else ""
         typer.echo(f"requeued {count} dead job{'' if count == 1 else 's'}{of}")
         return
 
-    async def run(store: JobStore) -> Job:
-        return await store.retry(await store.match_id(job_id))
+    async def run(runtime: Runtime) -> Job:
+        return await runtime.jobs.retry(await runtime.jobs.match_id(job_id))
 
-    job = run_on_store(run)
+    job = run_on_runtime(run)
     typer.echo(f"job {job.id}: {job.status}, due now, attempts {job.attempts}/{job.max_attempts}")
 
 
@@ -201,15 +202,15 @@ def refresh(
     if sum(given) > 1:
         fail("give only one of a job id, --domain and --all", code=2)
     if job_id is None:
-        count = run_on_store(lambda store: store.refresh_all(domain=domain))
+        count = run_on_runtime(lambda runtime: runtime.jobs.refresh_all(domain=domain))
         of = f" of {domain.lower()}" if domain else ""
         typer.echo(f"requeued {count} succeeded job{'' if count == 1 else 's'}{of} to refresh")
         return
 
-    async def run(store: JobStore) -> Job:
-        return await store.refresh(await store.match_id(job_id))
+    async def run(runtime: Runtime) -> Job:
+        return await runtime.jobs.refresh(await runtime.jobs.match_id(job_id))
 
-    job = run_on_store(run)
+    job = run_on_runtime(run)
     kept = "" if job.content_version is None else f", content version {job.content_version} kept"
     typer.echo(
         f"job {job.id}: {job.status}, due now, attempts {job.attempts}/{job.max_attempts}{kept}"
@@ -221,13 +222,12 @@ def versions(job_id: JobId, json_lines: JsonFlag = False, wide: WideFlag = False
     """The content versions a job keeps, newest first: a table, or with --json one version
     per line (as GET /jobs/{id}/versions lists them)."""
     from app.cli.output import new_console, versions_table
-    from app.store.reads import ContentStore
 
-    async def read(store: JobStore) -> tuple[str, list[Version] | None]:
-        full_id = await store.match_id(job_id)
-        return full_id, await ContentStore(store.db).versions(full_id)
+    async def read(runtime: Runtime) -> tuple[str, list[Version] | None]:
+        full_id = await runtime.jobs.match_id(job_id)
+        return full_id, await runtime.contents.versions(full_id)
 
-    full_id, kept = run_on_store(read)
+    full_id, kept = run_on_runtime(read)
     if kept is None:  # deleted since its id was matched
         fail(f"no job {full_id}")
     if json_lines:
@@ -248,10 +248,10 @@ def versions(job_id: JobId, json_lines: JsonFlag = False, wide: WideFlag = False
 def cancel(job_id: JobId) -> None:
     """Cancel a pending job."""
 
-    async def run(store: JobStore) -> Job:
-        return await store.cancel(await store.match_id(job_id))
+    async def run(runtime: Runtime) -> Job:
+        return await runtime.jobs.cancel(await runtime.jobs.match_id(job_id))
 
-    job = run_on_store(run)
+    job = run_on_runtime(run)
     typer.echo(f"job {job.id}: {job.status}")
 
 
@@ -259,12 +259,12 @@ def cancel(job_id: JobId) -> None:
 def delete(job_id: JobId) -> None:
     """Delete a succeeded, dead or cancelled job with its attempts and content."""
 
-    async def run(store: JobStore) -> str:
-        full_id = await store.match_id(job_id)
-        await store.delete(full_id)
+    async def run(runtime: Runtime) -> str:
+        full_id = await runtime.jobs.match_id(job_id)
+        await runtime.jobs.delete(full_id)
         return full_id
 
-    typer.echo(f"job {run_on_store(run)}: deleted")
+    typer.echo(f"job {run_on_runtime(run)}: deleted")
 
 
 def stats(json_out: JsonFlag = False) -> None:
@@ -272,10 +272,11 @@ def stats(json_out: JsonFlag = False) -> None:
     from app.cli.output import new_console, plain_table, span
     from app.wire import StatsOut
 
-    async def read(store: JobStore) -> tuple[Stats, Sequence[TenantLoad]]:
-        return await store.stats(), await store.tenant_loads()
+    async def read(runtime: Runtime) -> StatsOut:
+        jobs = runtime.jobs
+        return StatsOut.of(await jobs.stats(), await jobs.tenant_loads(), runtime.settings)
 
-    out = StatsOut.of(*run_on_store(read), load_settings())
+    out = run_on_runtime(read)
     if json_out:
         echo_json(out.model_dump(mode="json"))
         return

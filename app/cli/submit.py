@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.cli.jobs import JsonFlag, echo_json
-from app.cli.runner import fail, load_settings, run_on_store
+from app.cli.runner import fail, operator_runtime, run_on
 from app.model import DEFAULT_TENANT
 
 if TYPE_CHECKING:
-    from app.settings import Settings
+    from app.fetch.guard import Destinations
+    from app.runtime import Runtime
     from app.store.jobs import JobStore
     from app.store.tables import Job
 
@@ -56,40 +57,39 @@ def submit(
 
     if timeout is not None and not wait:
         fail("--timeout goes with --wait", code=2)
-    settings = load_settings()
+    runtime = operator_runtime()
     new_jobs = [
         NewJob(
             url=url,
-            domain=_domain(url, settings),
+            domain=_domain(url, runtime.destinations),
             tenant=tenant,
-            max_attempts=settings.max_attempts,
+            max_attempts=runtime.settings.max_attempts,
             priority=priority,
         )
         for url in urls
     ]
 
-    async def run(store: JobStore) -> bool:
-        submitted = await store.submit(new_jobs)
+    async def run(runtime: Runtime) -> bool:
+        submitted = await runtime.jobs.submit(new_jobs)
         for job in submitted:
             _say(job, json_lines)
         if not wait:
             return True
-        return await _follow(store, [job.id for job in submitted], timeout, json_lines)
+        return await _follow(runtime.jobs, [job.id for job in submitted], timeout, json_lines)
 
-    if not run_on_store(run):
+    if not run_on(runtime, run):
         raise typer.Exit(1)
 
 
-def _domain(url: str, settings: Settings) -> str:
+def _domain(url: str, destinations: Destinations) -> str:
     """The URL's domain; exit 2 for a URL the API would refuse (422)."""
     from app.cli.output import printable
     from app.fetch.guard import BlockedDestination
     from app.fetch.urls import domain_of, job_url
-    from app.views import destinations_of
 
     try:
         parsed = job_url(url)
-        destinations_of(settings).check_url(parsed)
+        destinations.check_url(parsed)
     except (ValueError, BlockedDestination) as exc:
         fail(f"{printable(url)}: {exc}", code=2)
     return domain_of(parsed)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.cli.jobs import JsonFlag, WideFlag, echo_json
-from app.cli.runner import load_settings, run_on_store
+from app.cli.runner import run_on_runtime
 
 if TYPE_CHECKING:
-    from app.store.jobs import JobStore
+    from app.runtime import Runtime
     from app.store.workers import WorkerSeen
 
 
@@ -17,15 +17,14 @@ def workers(json_lines: JsonFlag = False, wide: WideFlag = False) -> None:
     INGEST_LEASE_SECONDS sets it here); with --json one per line, as GET /workers."""
     from app.cli.output import new_console, workers_table
     from app.clock import utc_now
-    from app.store.workers import WorkerStore, silence
+    from app.store.workers import silence
     from app.wire import WorkerOut
 
-    unheard = silence(load_settings().lease_seconds)
+    async def read(runtime: Runtime) -> list[WorkerSeen]:
+        unheard = silence(runtime.settings.lease_seconds)
+        return await runtime.workers.list(runtime.clock(), unheard)
 
-    async def read(store: JobStore) -> list[WorkerSeen]:
-        return await WorkerStore(store.db, store.clock).list(store.clock(), unheard)
-
-    items = run_on_store(read)
+    items = run_on_runtime(read)
     if json_lines:
         for worker in items:
             echo_json(WorkerOut.of(worker).model_dump(mode="json"))

@@ -1,6 +1,6 @@
 """The completer (app/completer.py) against a store double: when it writes, what a batch
 holds, how a refused batch and an outage are handled, what stays held. A fixed clock; no
-database (the recording itself is tested on both backends in tests/test_queue.py)."""
+database (the recording itself is tested on both backends in tests/test_record.py)."""
 
 import asyncio
 import sqlite3

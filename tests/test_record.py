@@ -1,111 +1,24 @@
-"""The queue's SQL on both backends, with a fixed clock: claim order, fencing, leases."""
+"""Where outcomes are recorded (`app.store.record`), on both backends with a fixed clock: the
+fence on the lease (a stale worker's write, a batch holding a stale outcome, an attempt
+after an operator's retry), leases taken back and extended, a retry then a death, a
+shutdown's hand-back, and what the remote side sent that no column holds as is."""
 
-import asyncio
-import random
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
-import pytest
 import sqlalchemy as sa
 
 from app import policy
-from app.model import (
-    DeadReason,
-    ErrorKind,
-    Failure,
-    Fetched,
-    JobStatus,
-    MarkDead,
-    NewJob,
-    Reschedule,
-)
-from app.settings import Settings
-from app.store.database import Database
-from app.store.jobs import JobStore
+from app.model import DeadReason, ErrorKind, Failure, JobStatus, MarkDead, Reschedule
 from app.store.reads import ContentStore
-from app.store.tables import Domain, Tenant, contents, domains
-from tests.conftest import queue_on
+from app.store.tables import contents, domains
 from tests.outcomes import failed, is_dead, record, succeeded, take_back_expired
-
-NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-RESULT = Fetched(200, "http://a.test/", "text/html", 10, "0" * 64, "t")
+from tests.stores import NOW, RESULT, new
 
 
-@pytest.fixture
-async def store(database_url):
-    database = Database(database_url)
-    clock = iter(NOW + timedelta(milliseconds=i) for i in range(10**6))
-    yield (
-        JobStore(database, lambda: next(clock)),
-        queue_on(database, Settings(_env_file=None, domain_max_in_flight=1000)),
-    )
-    await database.dispose()
-
-
-def new(path: str = "/", **fields) -> NewJob:
-    values = {"url": f"http://a.test{path}", "domain": "a.test", "tenant": "t", "max_attempts": 3}
-    return NewJob(**(values | fields))
-
-
-async def test_claim_takes_exactly_the_limit(store):
-    """Asked for 8 of 100 due jobs, the claim returns exactly 8, each once."""
-    jobs, queue = store
-    await jobs.submit([new(f"/{i}") for i in range(100)])
-    claimed = [await queue.claim("w", 8, NOW + timedelta(seconds=1), 60) for _ in range(3)]
-    assert [8, 8, 8] == [len(c) for c in claimed]
-    assert 24 == len({lease.id for batch in claimed for lease in batch})
-
-
-async def test_claim_order_is_priority_then_oldest(store):
-    """Higher priority first, then oldest first."""
-    jobs, queue = store
-    low = (await jobs.submit([new("/low", priority=-1)]))[0]
-    old = (await jobs.submit([new("/old")]))[0]
-    young = (await jobs.submit([new("/young")]))[0]
-    high = (await jobs.submit([new("/high", priority=5)]))[0]
-    order = [(await queue.claim("w", 1, NOW + timedelta(seconds=1), 60))[0].id for _ in range(4)]
-    assert [high.id, old.id, young.id, low.id] == order
-
-
-async def test_claim_skips_jobs_not_yet_due(store):
-    """A job with retry_after in the future is not claimed until then."""
-    jobs, queue = store
-    later = NOW + timedelta(seconds=30)
-    job = (await jobs.submit([new(not_before=later)]))[0]
-    assert [] == await queue.claim("w", 10, NOW + timedelta(seconds=29), 60)
-    assert later == await queue.next_due_at(NOW)
-    assert [job.id] == [lease.id for lease in await queue.claim("w", 10, later, 60)]
-
-
-async def test_concurrent_claims_never_share_a_job(store):
-    """Claims racing on one database never hand out the same job twice, and drain it all."""
-    jobs, queue = store
-    await jobs.submit([new(f"/{i}") for i in range(60)])
-    ids: list[str] = []
-    for _ in range(20):
-        batches = await asyncio.gather(
-            *[queue.claim(f"w{i}", 5, NOW + timedelta(seconds=1), 60) for i in range(8)]
-        )
-        ids += [lease.id for batch in batches for lease in batch]
-    assert len(ids) == len(set(ids)) == 60
-
-
-async def test_claim_counts_the_attempt_and_opens_its_history(store):
-    """A claim marks the job running, bumps attempts and records an open attempt."""
-    jobs, queue = store
-    job = (await jobs.submit([new()]))[0]
-    (lease,) = await queue.claim("w", 1, NOW + timedelta(seconds=1), 60)
-    running = await jobs.get(job.id)
-    (attempt,) = await jobs.attempts(job.id)
-    assert (JobStatus.RUNNING, 1, "w") == (running.status, running.attempts, running.worker_id)
-    assert NOW + timedelta(seconds=61) == running.lease_expires_at
-    assert (1, "w", None) == (attempt.number, attempt.worker_id, attempt.outcome)
-    assert 1 == lease.attempt
-
-
-async def test_stale_worker_write_is_a_no_op(store):
+async def test_stale_worker_write_is_a_no_op(stores):
     """After its lease was taken back, the old worker's result changes nothing."""
-    jobs, queue = store
+    jobs, queue = stores
     job = (await jobs.submit([new()]))[0]
     (stale,) = await queue.claim("old", 1, NOW, 1)
     reclaimed = await take_back_expired(queue, NOW + timedelta(seconds=2))
@@ -117,11 +30,11 @@ async def test_stale_worker_write_is_a_no_op(store):
     assert [(1, "old", "interrupted"), (2, "new", "succeeded")] == outcomes
 
 
-async def test_a_batch_records_the_held_outcomes_and_drops_the_stale(store):
+async def test_a_batch_records_the_held_outcomes_and_drops_the_stale(stores):
     """One record of two outcomes, one of them stale (its lease taken back and the job
     claimed again): the held one is recorded whole; the stale one writes nothing, neither
     its job, its attempt, its content nor its domain's slot."""
-    jobs, queue = store
+    jobs, queue = stores
     (job_a,), (job_b,) = await jobs.submit([new("/a")]), await jobs.submit([new("/b")])
     (stale,) = await queue.claim("old", 1, NOW, 1)
     (held,) = await queue.claim("w", 1, NOW, 60)
@@ -144,25 +57,11 @@ async def test_a_batch_records_the_held_outcomes_and_drops_the_stale(store):
     assert 1 == in_flight  # the fresh claim of A
 
 
-async def test_a_job_finished_at_the_cutoff_is_not_pruned(store):
-    """Retention deletes jobs finished before the cutoff: one finished at it stays, one a
-    microsecond later goes. (On SQLite the record's timestamps were once bound untyped and
-    stored in the driver's format, which sorts before the same instant as SQLAlchemy binds
-    it: the job finished at the cutoff was pruned.)"""
-    jobs, queue = store
-    await jobs.submit([new()])
-    (lease,) = await queue.claim("w", 1, NOW, 60)
-    finished = NOW + timedelta(seconds=1)
-    assert True is await record(queue, succeeded(lease, RESULT), finished)
-    assert 0 == await queue.prune(finished)
-    assert 1 == await queue.prune(finished + timedelta(microseconds=1))
-
-
-async def test_a_stale_attempt_cannot_touch_the_retried_job(store):
+async def test_a_stale_attempt_cannot_touch_the_retried_job(stores):
     """Same worker, same attempt number: after its lease was taken back and an operator
     retried the job, the first attempt's heartbeat, record and release change nothing, and
     the new attempt's success counts."""
-    jobs, queue = store
+    jobs, queue = stores
     job = (await jobs.submit([new(max_attempts=1)]))[0]
     (stale,) = await queue.claim("w", 1, NOW, 1)
     (reclaimed,) = await take_back_expired(queue, NOW + timedelta(seconds=2))
@@ -188,9 +87,9 @@ async def test_a_stale_attempt_cannot_touch_the_retried_job(store):
     assert [(1, "interrupted"), (1, "succeeded")] == outcomes
 
 
-async def test_expired_lease_with_no_budget_left_is_dead(store):
+async def test_expired_lease_with_no_budget_left_is_dead(stores):
     """A lost attempt that was the last of the budget kills the job: lease_expired."""
-    jobs, queue = store
+    jobs, queue = stores
     job = (await jobs.submit([new(max_attempts=1)]))[0]
     await queue.claim("w", 1, NOW, 1)
     (reclaimed,) = await take_back_expired(queue, NOW + timedelta(seconds=2))
@@ -200,9 +99,9 @@ async def test_expired_lease_with_no_budget_left_is_dead(store):
     assert ("transient", "LeaseExpired") == (dead.last_error_kind, dead.last_error_type)
 
 
-async def test_live_lease_is_not_reclaimed(store):
+async def test_live_lease_is_not_reclaimed(stores):
     """A lease that has not expired, or was extended, stays with its worker."""
-    jobs, queue = store
+    jobs, queue = stores
     await jobs.submit([new()])
     (lease,) = await queue.claim("w", 1, NOW, 10)
     assert [] == await take_back_expired(queue, NOW + timedelta(seconds=5))
@@ -212,9 +111,9 @@ async def test_live_lease_is_not_reclaimed(store):
     assert [] == await take_back_expired(queue, NOW + timedelta(seconds=20))
 
 
-async def test_reschedule_then_dead(store):
+async def test_reschedule_then_dead(stores):
     """A transient failure sets retry_after; a fatal one kills the job and clears it."""
-    jobs, queue = store
+    jobs, queue = stores
     job = (await jobs.submit([new()]))[0]
     failure = Failure(ErrorKind.TRANSIENT, "HTTPStatus", "HTTP 503", 503)
     (lease,) = await queue.claim("w", 1, NOW, 60)
@@ -235,9 +134,9 @@ async def test_reschedule_then_dead(store):
     assert [retry_at, None] == [a.next_retry_at for a in attempts]
 
 
-async def test_release_gives_the_attempt_back(store):
+async def test_release_gives_the_attempt_back(stores):
     """Shutdown hands the job back due now, attempts as before the claim."""
-    jobs, queue = store
+    jobs, queue = stores
     job = (await jobs.submit([new()]))[0]
     (lease,) = await queue.claim("w", 1, NOW, 60)
     later = NOW + timedelta(seconds=1)
@@ -252,75 +151,11 @@ async def test_release_gives_the_attempt_back(store):
     assert ["interrupted"] == [a.outcome for a in await jobs.attempts(job.id)]
 
 
-BLOCKED = {
-    "not due": ({"not_before": NOW + timedelta(hours=1)}, {}),
-    "paused domain": ({}, {"paused_until": NOW + timedelta(hours=1)}),
-    "domain at its in-flight limit": ({}, {"in_flight": 1000}),
-    "domain inside its min interval": ({}, {"next_start_at": NOW + timedelta(hours=1)}),
-}
-
-
-@pytest.mark.parametrize(("job_fields", "domain_row"), BLOCKED.values(), ids=list(BLOCKED))
-async def test_blocked_tenants_do_not_hold_up_a_due_one(store, job_fields, domain_row):
-    """40 never-served tenants whose only jobs cannot start now (more tenants than the
-    claim's slots) do not keep the claim from a later tenant's due job on a healthy domain."""
-    jobs, queue = store
-    blocked = [
-        new(url=f"http://blocked.test/{i}", domain="blocked.test", tenant=f"a{i:02}", **job_fields)
-        for i in range(40)
-    ]
-    await jobs.submit(blocked)
-    due = (await jobs.submit([new(tenant="z")]))[0]
-    if domain_row:
-        domains = Domain.__table__
-        block = sa.update(domains).where(domains.c.domain == "blocked.test").values(**domain_row)
-        await queue.db.transact(lambda conn: conn.execute(block))
-    claimed = await queue.claim("w", 2, NOW + timedelta(seconds=1), 60)
-    assert [due.id] == [lease.id for lease in claimed]
-
-
-async def test_concurrent_claims_with_crossing_tenant_orders_do_not_deadlock(store):
-    """8 claims at once, round after round, each serving 20 tenants in its own order (mixed
-    priorities, one domain per job so the claims share no domain lock): none fails."""
-    jobs, queue = store
-    rand = random.Random(7)
-    claimed = 0
-    for round_ in range(10):
-        await jobs.submit(
-            [
-                new(
-                    f"/{round_}/{i}",
-                    domain=f"d{round_}-{i}.test",
-                    tenant=f"t{i % 20:02}",
-                    priority=rand.randrange(5),
-                )
-                for i in range(400)
-            ]
-        )
-        batches = await asyncio.gather(
-            *[queue.claim(f"w{k}", 20, NOW + timedelta(seconds=1), 60) for k in range(8)]
-        )
-        claimed += sum(len(batch) for batch in batches)
-    assert claimed > 0
-
-
-async def test_a_claim_records_the_tenants_turn_order(store):
-    """Tenants served in one claim are stamped in the order they were served, not by name."""
-    jobs, queue = store
-    await jobs.submit([new("/a", tenant="a"), new("/b", tenant="b", priority=5)])
-    at = NOW + timedelta(seconds=1)
-    assert 2 == len(await queue.claim("w", 2, at, 60))
-    tenants = Tenant.__table__
-    async with queue.db.read() as conn:
-        served = {row.tenant: row.last_served_at for row in await conn.execute(sa.select(tenants))}
-    assert {"b": at, "a": at + timedelta(microseconds=1)} == served
-
-
-async def test_a_batch_stores_what_the_remote_side_sent_even_unstorable(store):
+async def test_a_batch_stores_what_the_remote_side_sent_even_unstorable(stores):
     """A success whose text, title, final URL and content type hold a lone surrogate and a
     NUL, and a failure whose type and message do, recorded in one batch: both are written,
     each of those characters read back as U+FFFD."""
-    jobs, queue = store
+    jobs, queue = stores
     await jobs.submit([new("/a"), new("/b")])
     ok, bad = await queue.claim("w", 2, NOW, 60)
     odd = "x\ud800y\x00"
