@@ -28,6 +28,7 @@ from app.model import (
 from app.policy import RetryRules
 from app.store.queue import Queue
 from app.store.record import Recorded
+from tests.rules import RETRY as DEFAULT_RETRY
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
@@ -117,14 +118,7 @@ class Clock:
 
 
 BATCHING = Batching(slots=3, record_delay_seconds=1.0, lease_seconds=60.0)
-RETRY = RetryRules(
-    backoff_base_seconds=30.0,
-    backoff_max_seconds=300.0,
-    backoff_jitter=0.2,
-    max_deferrals=20,
-    retry_after_max_seconds=3600.0,
-    domain_failure_threshold=3,
-)
+RETRY = replace(DEFAULT_RETRY, backoff_jitter=0.2)
 
 
 def make(

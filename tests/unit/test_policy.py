@@ -42,6 +42,7 @@ from app.policy import (
     yielded,
 )
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
+from tests.rules import RETRY
 
 TRANSIENT = ErrorKind.TRANSIENT
 RATE_LIMITED = ErrorKind.RATE_LIMITED
@@ -415,14 +416,7 @@ def test_sub_second_base(attempt: int, delay: float) -> None:
 # ---- decide ----------------------------------------------------------------------------
 
 
-RULES = RetryRules(
-    backoff_base_seconds=30.0,
-    backoff_max_seconds=300.0,
-    backoff_jitter=0.0,
-    max_deferrals=20,
-    retry_after_max_seconds=3600.0,
-    domain_failure_threshold=3,
-)
+RULES = RETRY
 
 
 def rules(**changes: Any) -> RetryRules:

@@ -7,6 +7,7 @@ import pytest
 
 from app.model import DeadReason, Deferral, ErrorKind, Failure, MarkDead, Reschedule
 from app.policy import RetryRules, classify_status, decide, parse_retry_after
+from tests.rules import RETRY
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 CODES = frozenset({408, *range(500, 600)})
@@ -65,14 +66,7 @@ def test_rate_limited_failure_keeps_the_header():
     )
 
 
-RULES = RetryRules(
-    backoff_base_seconds=30,
-    backoff_max_seconds=300,
-    backoff_jitter=0.0,
-    max_deferrals=20,
-    retry_after_max_seconds=3600,
-    domain_failure_threshold=3,
-)
+RULES = RETRY
 
 
 def rules(**changes) -> RetryRules:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.model import ROBOTS_DISALLOWED, DeadReason, ErrorKind, Failure, MarkDead, Reschedule
-from app.policy import RetryRules, decide
+from app.policy import decide
 from app.robots import (
     ALLOW_ALL,
     ROBOTS_RATE_LIMITED,
@@ -29,6 +29,7 @@ from app.scheduling import (
     min_interval,
     next_start,
 )
+from tests.rules import RETRY
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 ROBOTS = b"""User-agent: ingest
@@ -41,14 +42,6 @@ Disallow: /
 """
 
 
-RETRY = RetryRules(
-    backoff_base_seconds=30.0,
-    backoff_max_seconds=300.0,
-    backoff_jitter=0.0,
-    max_deferrals=20,
-    retry_after_max_seconds=3600.0,
-    domain_failure_threshold=3,
-)
 OBEY = ShareRules(
     domain_max_in_flight=8,
     domain_min_interval_seconds=0.0,
