@@ -416,11 +416,8 @@ def test_sub_second_base(attempt: int, delay: float) -> None:
 # ---- decide ----------------------------------------------------------------------------
 
 
-RULES = RETRY
-
-
 def rules(**changes: Any) -> RetryRules:
-    return replace(RULES, **changes)
+    return replace(RETRY, **changes)
 
 
 FATAL_FAILURE = Failure(FATAL, "HTTPStatus", "HTTP 404", 404)

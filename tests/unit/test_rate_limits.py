@@ -66,11 +66,8 @@ def test_rate_limited_failure_keeps_the_header():
     )
 
 
-RULES = RETRY
-
-
 def rules(**changes) -> RetryRules:
-    return replace(RULES, **changes)
+    return replace(RETRY, **changes)
 
 
 def limited(retry_after: str | None = None) -> Failure:
