@@ -2,12 +2,14 @@
 # Instructions per POST /jobs, counted by callgrind (repeatable on a busy machine, unlike CPU
 # time): `ingest serve` with no worker on a fresh SQLite file, under valgrind with counting
 # off; 100 POSTs to warm it up, then counting on for N POSTs, then off.
-#   bench/post_instructions.sh [N=200] [PORT=8199]
-# Run from a checkout with `make install` done; prints "<instructions>/POST".
+#   bench/post_instructions.sh [N=200] [PORT=8199] [OUT]
+# Run from a checkout with `make install` done; prints "<instructions>/POST". With OUT, the
+# callgrind file is kept there: `callgrind_annotate --inclusive=yes OUT` shows where the
+# instructions went (C functions only: the interpreter's, SQLite's, pydantic-core's).
 set -euo pipefail
-n="${1:-200}"; port="${2:-8199}"
+n="${1:-200}"; port="${2:-8199}"; out="${3:-}"
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+trap '[ -z "$out" ] || cp "$work/cg.out" "$out"; rm -rf "$work"' EXIT
 INGEST_DATABASE_URL="sqlite:///$work/db.sqlite" INGEST_WORKER_ENABLED=false INGEST_ACCESS_LOG=false \
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.out" \
   .venv/bin/python .venv/bin/ingest serve --port "$port" >"$work/serve.log" 2>&1 &
