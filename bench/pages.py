@@ -30,7 +30,11 @@ sample), in memory. Each round, in this order:
 
 Prints the medians over rounds: drain pages/s, the ceiling, drain / ceiling (each round's
 drain over that round's ceiling), worker CPU ms per page. The machine may be shared: the
-ceiling and the drains of a round run one after the other, so a busy spell moves both.
+ceiling and the drains of a round run one after the other, so a busy spell moves both, or
+only one of them. Hence also "extractor CPU / drain CPU a page": the extractor's CPU a page
+alone over the drain's (the worker's and its processes'), the most drain / ceiling can be
+when both keep the cores busy, as on a quiet machine; CPU a page moves less than pages/s
+beside other work.
 Raw numbers go to bench/results/pages-*.json.
 """
 
@@ -187,12 +191,14 @@ def summarize(results: list[dict], args: Any) -> str:
     for backend in backends(args.backend):
         drains = [r for r in results if r["kind"] == "drain" and r["name"] == NAMES[backend]]
         ratios = [r["pages_per_s"] / ceilings[r["round"]]["pages_per_s"] for r in drains]
+        cpu_ratios = [ceilings[r["round"]]["cpu_ms"] / r["worker_cpu_ms"] for r in drains]
         rows.append(
             [
                 NAMES[backend],
                 fmt(median([r["pages_per_s"] for r in drains])),
                 fmt(median([c["pages_per_s"] for c in ceilings.values()])),
                 f"{median(ratios):.0%}",
+                f"{median(cpu_ratios):.0%}",
                 fmt(median([r["worker_cpu_ms"] for r in drains]), 2),
                 fmt(median([r["worker_own_cpu_ms"] for r in drains]), 2),
                 fmt(median([c["cpu_ms"] for c in ceilings.values()]), 2),
@@ -204,6 +210,7 @@ def summarize(results: list[dict], args: Any) -> str:
         "drain pages/s",
         f"ceiling pages/s ({args.ceiling_processes} processes)",
         "drain / ceiling",
+        "extractor CPU / drain CPU a page",
         "worker CPU ms/page (with its extraction processes)",
         "of which the worker process",
         "extractor CPU ms/page",
