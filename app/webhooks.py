@@ -51,7 +51,7 @@ from app.fetch.guard import (
     Destinations,
     GuardedTransport,
     Resolver,
-    no_cookies,
+    guarded_client,
     system_resolver,
 )
 from app.loop import Loop, Wakeup
@@ -125,13 +125,11 @@ class Deliverer:
         self.rand = rand
         self.loop = Loop("webhooks", self.tick, log, wakeup)
         limits = httpx.Limits(max_connections=BATCH, max_keepalive_connections=BATCH)
-        # The fetcher's guard: a callback URL is no way around the SSRF rules.
-        self.client = httpx.AsyncClient(
-            trust_env=False,
-            follow_redirects=False,  # a 3xx is fatal: the receiver is misconfigured
-            cookies=no_cookies(),  # one receiver's cookie is no other's business
+        # The fetcher's guard: a callback URL is no way around the SSRF rules. A 3xx is
+        # fatal (the receiver is misconfigured); one receiver's cookie is no other's business.
+        self.client = guarded_client(
+            GuardedTransport(destinations, limits, resolver),
             timeout=rules.timeout_seconds,
-            transport=GuardedTransport(destinations, limits, resolver),
             # The answer's body is never read; no coding, so none could be inflated.
             headers={"User-Agent": f"ingest/{__version__} webhooks", "Accept-Encoding": "identity"},
         )

@@ -52,7 +52,7 @@ from app.fetch.guard import (
     Destinations,
     GuardedTransport,
     Resolver,
-    no_cookies,
+    guarded_client,
     system_resolver,
 )
 from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout, PoolSettings
@@ -174,20 +174,15 @@ class Fetcher:
 
     def _client(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
         limits = self.limits
-        return httpx.AsyncClient(
-            # Proxy variables must not route fetches around the guard.
-            trust_env=False,
-            # Followed in `_get`, one checked hop at a time.
-            follow_redirects=False,
-            # Shared by every job and tenant: no cookie goes from one fetch to another.
-            cookies=no_cookies(),
+        # Redirects are followed in `_get`, one checked hop at a time.
+        return guarded_client(
+            transport,
             timeout=httpx.Timeout(
                 connect=limits.connect_timeout_seconds,
                 read=limits.read_timeout_seconds,
                 write=limits.read_timeout_seconds,
                 pool=limits.connect_timeout_seconds,
             ),
-            transport=transport,
             headers={"User-Agent": limits.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
             event_hooks={"response": [_check_location]},
         )

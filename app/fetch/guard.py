@@ -437,3 +437,18 @@ def no_cookies() -> CookieJar:
     single requests), so its policy decides: nothing is stored.
     """
     return CookieJar(policy=_RefuseCookies())
+
+
+def guarded_client(transport: httpx.AsyncBaseTransport, **options: Any) -> httpx.AsyncClient:
+    """An httpx client that goes only through `transport` (a `GuardedTransport`, or a test's
+    mock), shared by jobs and tenants: proxy variables cannot route it around the guard
+    (`trust_env` off), it follows no redirect itself (the caller checks each hop, or takes a
+    3xx as the answer), and it keeps no cookie (`no_cookies`). The fetcher's and the
+    webhooks' clients; `options` are the rest of httpx's (timeouts, headers, hooks)."""
+    return httpx.AsyncClient(
+        trust_env=False,
+        follow_redirects=False,
+        cookies=no_cookies(),
+        transport=transport,
+        **options,
+    )
