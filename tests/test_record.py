@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from app import policy
 from app.model import DeadReason, ErrorKind, Failure, JobStatus, MarkDead, Reschedule
 from app.store.reads import ContentStore
-from app.store.tables import contents, domains
+from app.store.tables import attempts, contents, domains
 from tests.outcomes import failed, is_dead, record, succeeded, take_back_expired
 from tests.stores import NOW, RESULT, new
 
@@ -28,6 +28,38 @@ async def test_stale_worker_write_is_a_no_op(stores):
     assert True is await record(queue, succeeded(fresh, RESULT), NOW + timedelta(seconds=5))
     outcomes = [(a.number, a.worker_id, a.outcome) for a in await jobs.attempts(job.id)]
     assert [(1, "old", "interrupted"), (2, "new", "succeeded")] == outcomes
+
+
+async def test_an_attempt_is_written_once_when_it_ends(stores):
+    """A running attempt has no row of its own: the history reads it off the job's row.
+    Its record writes it whole: when it started (the claim), ended, and how long the job had
+    been due when claimed."""
+    jobs, queue = stores
+    job = (await jobs.submit([new()]))[0]
+    claimed_at = NOW + timedelta(seconds=2)
+    (lease,) = await queue.claim("w", 1, claimed_at, 60)
+    running = await jobs.attempts(job.id)
+    async with jobs.db.read() as conn:
+        rows = (await conn.execute(sa.select(sa.func.count()).select_from(attempts))).scalar()
+    await record(
+        queue, succeeded(lease, RESULT, duration_ms=700), claimed_at + timedelta(seconds=1)
+    )
+    (ended,) = await jobs.attempts(job.id)
+
+    assert 0 == rows
+    assert [(1, "w", claimed_at, None, None)] == [
+        (a.number, a.worker_id, a.started_at, a.finished_at, a.outcome) for a in running
+    ]
+    lag_ms = int((claimed_at - job.created_at).total_seconds() * 1000)
+    assert (1, "w", claimed_at, claimed_at + timedelta(seconds=1), "succeeded", 700, lag_ms) == (
+        ended.number,
+        ended.worker_id,
+        ended.started_at,
+        ended.finished_at,
+        ended.outcome,
+        ended.duration_ms,
+        ended.queue_lag_ms,
+    )
 
 
 async def test_a_batch_records_the_held_outcomes_and_drops_the_stale(stores):

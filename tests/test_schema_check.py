@@ -224,14 +224,9 @@ text_length, stored_at) VALUES ('0172ff91-0000-4000-8000-000000000000', :body, '
 'Ünïcode text', 'Ünïcode text', 12, '2026-12-01 10:00:00')"""
 
 
-def test_content_stored_before_versions_becomes_version_1(blank_url):
-    """Migration 0009 keeps a job's content readable as version 1, with its text's sha256
-    (on the content and the job), its title and metadata; going back to 0008 keeps it too."""
-    config = alembic_config(blank_url)
-    command.upgrade(config, "0008")
-
-    async def write(*statements: tuple[str, dict]) -> None:
-        database = Database(blank_url)
+def _write(url: str, *statements: tuple[str, dict]) -> None:
+    async def write() -> None:
+        database = Database(url)
         try:
             await database.transact(
                 lambda conn: [conn.execute(sa.text(sql), params) for sql, params in statements]
@@ -239,20 +234,55 @@ def test_content_stored_before_versions_becomes_version_1(blank_url):
         finally:
             await database.dispose()
 
-    async def read(sql: str) -> list[tuple]:
-        database = Database(blank_url)
+    asyncio.run(write())
+
+
+def _read(url: str, sql: str) -> list[tuple]:
+    async def read() -> list[tuple]:
+        database = Database(url)
         try:
             async with database.read() as conn:
                 return [tuple(row) for row in await conn.execute(sa.text(sql))]
         finally:
             await database.dispose()
 
-    asyncio.run(write((JOB_0008, {}), (CONTENT_0008, {"body": b"<p>x</p>"})))
+    return asyncio.run(read())
+
+
+def test_content_stored_before_versions_becomes_version_1(blank_url):
+    """Migration 0009 keeps a job's content readable as version 1, with its text's sha256
+    (on the content and the job), its title and metadata; going back to 0008 keeps it too."""
+    config = alembic_config(blank_url)
+    command.upgrade(config, "0008")
+    _write(blank_url, (JOB_0008, {}), (CONTENT_0008, {"body": b"<p>x</p>"}))
     command.upgrade(config, "head")
-    contents = asyncio.run(read("SELECT version, text_sha256, title, text FROM job_contents"))
-    job = asyncio.run(read("SELECT content_version, result_text_sha256, changed_at FROM jobs"))
+    contents = _read(blank_url, "SELECT version, text_sha256, title, text FROM job_contents")
+    job = _read(blank_url, "SELECT content_version, result_text_sha256, changed_at FROM jobs")
     digest = hashlib.sha256("Ünïcode text".encode()).hexdigest()
     assert [(1, digest, "A title", "Ünïcode text")] == contents
     assert (1, digest) == job[0][:2] and job[0][2] is not None
     command.downgrade(config, "0008")
-    assert [("Ünïcode text",)] == asyncio.run(read("SELECT text FROM job_contents"))
+    assert [("Ünïcode text",)] == _read(blank_url, "SELECT text FROM job_contents")
+
+
+RUNNING_0013 = """INSERT INTO jobs (id, url, domain, tenant, status, priority, attempts,
+max_attempts, deferrals, worker_id, lease_id, started_at, created_at, updated_at) VALUES
+('0172ff91-0000-4000-8000-000000000001', 'http://a.test/', 'a.test', 'default', 'running', 0,
+2, 4, 0, 'host:1:w', 'l', '2026-12-01 10:00:05', '2026-12-01 10:00:00', '2026-12-01 10:00:05')"""
+ATTEMPTS_0013 = """INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at,
+outcome) VALUES ('0172ff91-0000-4000-8000-000000000001', 1, 'host:1:w', '2026-12-01 10:00:00',
+'2026-12-01 10:00:01', 'failed'), ('0172ff91-0000-4000-8000-000000000001', 2, 'host:1:w',
+'2026-12-01 10:00:05', NULL, NULL)"""
+
+
+def test_running_attempts_rows_go_with_migration_0014(blank_url):
+    """Migration 0014 deletes the rows of attempts still running (the record that ends them
+    writes them whole), keeps the ended ones; going back to 0013 opens them again."""
+    config = alembic_config(blank_url)
+    command.upgrade(config, "0013")
+    _write(blank_url, (RUNNING_0013, {}), (ATTEMPTS_0013, {}))
+    command.upgrade(config, "head")
+    history = "SELECT number, outcome FROM attempts ORDER BY id"
+    assert [(1, "failed")] == _read(blank_url, history)
+    command.downgrade(config, "0013")
+    assert [(1, "failed"), (2, None)] == _read(blank_url, history)

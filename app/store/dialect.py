@@ -50,11 +50,11 @@ def joins_lateral(conn: sa.Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
 
-def each_of(name: str) -> sa.TableValuedAlias:
-    """The values of the bound list `name` as rows of one column, `value` (PostgreSQL's
-    `unnest`; see `joins_lateral`)."""
-    values = sa.bindparam(name, type_=ARRAY(sa.String))
-    return sa.func.unnest(values).table_valued("value").render_derived(name=name)
+def each_of(**lists: sa.types.TypeEngine[Any]) -> sa.TableValuedAlias:
+    """The bound lists (each named for its column, of its values' type), side by side, as
+    rows (PostgreSQL's `unnest`; see `joins_lateral`)."""
+    values = [sa.bindparam(name, type_=ARRAY(type_)) for name, type_ in lists.items()]
+    return sa.func.unnest(*values).table_valued(*lists).render_derived(name="each")
 
 
 def materialized(cte: sa.CTE) -> sa.CTE:

@@ -168,6 +168,27 @@ def _shown() -> sa.Select[Any]:
     )
 
 
+def _history(job_id: str) -> sa.CompoundSelect[Any]:
+    """`job_id`'s attempts in order (`JobStore.attempts`): its rows in `attempts`, then the
+    running attempt as its job's row tells it, if it runs."""
+    running = {
+        "number": jobs.c.attempts,
+        "worker_id": sa.func.coalesce(jobs.c.worker_id, ""),
+        "started_at": jobs.c.started_at,
+    }
+    ended = sa.select(attempts).where(attempts.c.job_id == job_id)
+    now = sa.select(
+        *(
+            running.get(column.name, jobs.c.id if column.name == "job_id" else sa.null()).label(
+                column.name
+            )
+            for column in attempts.c
+        )
+    ).where(jobs.c.id == job_id, status_is(JobStatus.RUNNING), jobs.c.started_at.is_not(None))
+    # The running attempt has no row, so no id: last.
+    return sa.union_all(ended, now).order_by(sa.column("id").asc().nulls_last())
+
+
 def _filtered(stmt: AnySelect, domain: str | None, tenant: str | None) -> AnySelect:
     if domain:
         stmt = stmt.where(jobs.c.domain == domain.lower())
@@ -362,10 +383,13 @@ class JobStore:
         return found[0]
 
     async def attempts(self, job_id: str, tenant: str | None = None) -> list[Attempt]:
+        """The job's attempts, oldest first; the one running now last, read off the job's
+        row (an attempt's own row is written when it ends: `app.store.record`). One
+        statement, so an attempt that ends meanwhile is read once, as either."""
         await self.get(job_id, tenant)
-        stmt = sa.select(attempts).where(attempts.c.job_id == job_id).order_by(attempts.c.id)
         async with self.db.read() as conn:
-            return [Attempt(**row._mapping) for row in await conn.execute(stmt)]
+            rows = await conn.execute(_history(job_id))
+            return [Attempt(**row._mapping) for row in rows]
 
     async def list(
         self,

@@ -10,7 +10,8 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
 
 1. the held jobs: status, budget, `retry_after`, result or last error (one statement per
    kind: succeeded, confirmed by a refresh, failed, handed back);
-2. their attempts closed in the history;
+2. their attempts written into the history, whole: the claim writes none, so an attempt
+   costs one row's insert (a running attempt is read off its job's row: `JobStore.attempts`);
 3. succeeded jobs' bodies, text and Markdown as a new content version (their page's
    metadata goes with step 1), and the versions beyond INGEST_CONTENT_VERSIONS deleted;
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
@@ -192,24 +193,6 @@ _FAIL = (
 _HAND_BACK = sa.update(jobs).where(_fenced()).values(**_MOVE_ON)
 """A move on that keeps the job's last error: a shutdown's hand-back has none to add."""
 
-_CLOSE_ATTEMPT = (
-    sa.update(attempts)
-    .where(
-        attempts.c.job_id == sa.bindparam("job"),
-        attempts.c.number == sa.bindparam("attempt"),
-        attempts.c.outcome.is_(None),
-    )
-    .values(
-        finished_at=sa.bindparam("now"),
-        duration_ms=sa.bindparam("duration_ms"),
-        outcome=sa.bindparam("outcome"),
-        error_type=sa.bindparam("error_type"),
-        message=sa.bindparam("message"),
-        http_status=sa.bindparam("http_status"),
-        next_retry_at=sa.bindparam("next_retry_at"),
-    )
-)
-
 _FREE_SLOTS = (
     sa.update(domains)
     .where(domains.c.domain == sa.bindparam("d"))
@@ -286,7 +269,7 @@ class _Plan:
         self.dropped: list[dict[str, Any]] = []
         self.fail: list[dict[str, Any]] = []
         self.hand_back: list[dict[str, Any]] = []
-        self.close: list[dict[str, Any]] = []
+        self.history: list[dict[str, Any]] = []
         self.contents: list[dict[str, Any]] = []
         self.finished: dict[str, list[str]] = defaultdict(list)
         freed: dict[str, int] = defaultdict(int)
@@ -296,7 +279,7 @@ class _Plan:
             lease = outcome.lease
             fence = {"job": lease.id, "lease": lease.lease_id, "now": now}
             self._job(outcome, fence, now)
-            self.close.append(_closed(outcome, now))
+            self.history.append(_history_row(outcome, now))
             freed[lease.domain] += 1
             freed_tenants[lease.tenant] += 1
             reset, streak = streaks.get(lease.domain, (False, 0))
@@ -318,12 +301,14 @@ class _Plan:
             (_CONFIRM, self.confirm),
             (_FAIL, self.fail),
             (_HAND_BACK, self.hand_back),
-            (_CLOSE_ATTEMPT, self.close),
-            (_FREE_SLOTS, self.domains),
-            (_FREE_TENANTS, self.tenants),
         ]
         self.writes: list[Writes] = [
             backend.updates(statement, _storable(params)) for statement, params in updates if params
+        ]
+        self.writes.append(backend.inserts(attempts, _storable(self.history)))
+        self.writes += [
+            backend.updates(statement, _storable(params))
+            for statement, params in ((_FREE_SLOTS, self.domains), (_FREE_TENANTS, self.tenants))
         ]
         if self.contents:
             rows = _storable(self.contents)
@@ -460,8 +445,9 @@ def _last_error(failure: Failure) -> dict[str, Any]:
     }
 
 
-def _closed(outcome: Outcome, now: datetime) -> dict[str, Any]:
-    decision = outcome.decision
+def _history_row(outcome: Outcome, now: datetime) -> dict[str, Any]:
+    """The attempt's row in the history, as it ended."""
+    decision, lease = outcome.decision, outcome.lease
     failure = None if isinstance(decision, Complete | Confirm) else decision.failure
     http_status = None
     if isinstance(decision, Complete):
@@ -469,9 +455,12 @@ def _closed(outcome: Outcome, now: datetime) -> dict[str, Any]:
     elif isinstance(decision, Confirm):
         http_status = decision.unmodified.http_status
     return {
-        "job": outcome.lease.id,
-        "attempt": outcome.lease.attempt,
-        "now": now,
+        "job_id": lease.id,
+        "number": lease.attempt,
+        "worker_id": lease.worker_id,
+        "started_at": lease.claimed_at,
+        "queue_lag_ms": _lag_ms(lease.due_at, lease.claimed_at),
+        "finished_at": now,
         "duration_ms": outcome.duration_ms,
         "outcome": outcome.ended.value,
         "error_type": None if failure is None else failure.type,
@@ -481,6 +470,15 @@ def _closed(outcome: Outcome, now: datetime) -> dict[str, Any]:
         # so the dashboard tells a retried attempt from a fatal one by this column alone.
         "next_retry_at": (decision.retry_at or now) if isinstance(decision, Reschedule) else None,
     }
+
+
+def _lag_ms(due_at: datetime | None, claimed_at: datetime) -> int | None:
+    """How long a job had been due when claimed, for the dashboard's queue lag; never below
+    0 (another host's clock may run ahead). Unknown for a lease taken back from a worker
+    gone silent (`Queue.overdue` reads no due time)."""
+    if due_at is None:
+        return None
+    return max(0, int((claimed_at - due_at).total_seconds() * 1000))
 
 
 def extend_leases(conn: sa.Connection, leases: Sequence[Lease], until: datetime) -> set[Lease]:

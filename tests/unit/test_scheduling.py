@@ -13,6 +13,7 @@ from app.scheduling import (
     Served,
     ShareRules,
     TenantState,
+    candidates_per_tenant,
     choose,
     passes_after,
     stride,
@@ -340,3 +341,20 @@ def test_waiting_for_without_a_known_limit():
 def test_waiting_for_a_tenants_jobs(tenant_in_flight, tenant_limit, domain, expected):
     """A tenant at INGEST_TENANT_MAX_IN_FLIGHT holds its job back, after what has an end."""
     assert expected == waiting_for(None, domain, NOW, 8, tenant_in_flight, tenant_limit)
+
+
+@pytest.mark.parametrize(
+    ("weights", "limit", "quota", "counts"),
+    [
+        ([1] * 32, 32, 0, [2] * 32),  # equal shares: one job each in turn, twice that
+        ([1, 1], 32, 0, [32, 32]),  # two tenants: half the claim each, twice that
+        ([1], 32, 0, [64]),  # alone: at most twice the claim
+        ([1], 32, 5, [5]),  # never more than the quota lets one claim take
+        ([1, 3], 8, 0, [4, 12]),  # by each one's own weight
+        ([1, 2, 3, 4, 5] * 6, 32, 0, [2, 2, 3, 3, 4] * 6),  # the light ones at the floor
+        ([1, 100], 4, 0, [2, 8]),  # never below 2
+        ([1, 100], 4, 1, [1, 1]),  # ... unless the quota says fewer
+    ],
+)
+def test_candidates_per_tenant(weights, limit, quota, counts):
+    assert counts == candidates_per_tenant(weights, limit, quota)
