@@ -24,8 +24,9 @@ date row by row. What it holds:
 Then VACUUM ANALYZE, as autovacuum would leave the tables (it is off on this machine), and
 with the project's own code paths:
 
-- claim: `Queue.claim(worker, 32, now, 60)` `--repeats` times, each followed (untimed) by
-  recording its jobs as succeeded, as bench.fair_claim does;
+- claim: `Queue.claim(worker, 32, now, 60)` `--repeats` times as a draining worker calls
+  it, each followed by recording its jobs as succeeded (timed apart), as bench.fair_claim
+  does;
 - dead list: `JobStore.list([dead], limit=50)` (what `GET /jobs?status=dead` calls): the
   first page, the next through its cursor, and pages whose cursor sits half-way down and
   at the end of the dead jobs;
@@ -353,22 +354,30 @@ async def timed(repeats: int, operation: Callable[[], Awaitable[Any]]) -> list[f
 
 
 class Claimer:
-    """Claims of 32 as a worker makes them, each followed (untimed) by recording its jobs
-    as succeeded so the domains' in-flight counts stay as a steady worker leaves them."""
+    """Claims of 32 as a draining worker makes them (after a full claim, without looking
+    first: waiting jobs that came due are moved in once a second, not on every claim), each
+    followed (untimed) by recording its jobs as succeeded so the domains' in-flight counts
+    stay as a steady worker leaves them."""
 
     def __init__(self, database: Database) -> None:
         views = Views.of(Settings(_env_file=None))
         self.queue = Queue(database, views.shares, views.records)
         self.retry = views.retry
+        self.full = False
+        self.records: list[float] = []
+        """How long each record of a claim's jobs took (ms)."""
 
     async def once(self) -> float:
         started = time.perf_counter()
-        leases = await self.queue.claim("bench", 32, utc_now(), 60)
+        leases = await self.queue.claim("bench", 32, utc_now(), 60, look_first=not self.full)
         took = (time.perf_counter() - started) * 1000
         assert len(leases) == 32, len(leases)
+        self.full = True
         now = utc_now()
         retry = self.retry
+        started = time.perf_counter()
         await self.queue.record([policy.settle(x, RESULT, 1, now, retry) for x in leases], now)
+        self.records.append((time.perf_counter() - started) * 1000)
         return took
 
     async def repeat(self, repeats: int) -> list[float]:
@@ -405,6 +414,7 @@ async def measure_reads(database: Database, repeats: int) -> tuple[list[list[str
     store = JobStore(database, utc_now)
     claimer = Claimer(database)
     rows = [line("claim of 32 (`Queue.claim`)", await claimer.repeat(repeats))]
+    rows.append(line("record of its 32 jobs (`Queue.record`)", claimer.records))
     claim_plan, leases = await claim_plans(
         database, lambda: claimer.queue.claim("bench", 32, utc_now(), 60)
     )
