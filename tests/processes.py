@@ -101,6 +101,10 @@ def service(
     running = ServiceProcess(process, log)
     try:
         yield running
+    except BaseException:
+        # Into the failed test's captured output: what the process said it was doing.
+        print(f"--- the end of `{command}`'s log ({log}) ---\n{running.text()[-4000:]}")
+        raise
     finally:
         running.stop()
 
