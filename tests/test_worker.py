@@ -199,11 +199,13 @@ async def test_heartbeats_go_on_through_the_grace_period(make_settings, web, cap
     """Stopped during a fetch longer than its lease, with a longer grace: the worker keeps
     renewing the lease while it waits, so another worker has nothing to take back, and the
     job succeeds with one fetch."""
-    url = web.script("/slow", Reply(delay=2.0))
+    url = web.script("/slow", Reply(delay=6.0))
     caplog.set_level(logging.INFO, logger="ingest.worker")  # a failure's line says why
-    # Limits far past the 2 s reply: on a busy machine it once came too late for 5 s ones.
+    # Limits far past the 6 s reply: on a busy machine it once came too late for 5 s ones
+    # (with a 2 s reply). A lease of 3 s, twice shorter than the fetch: with 1 s ones, a
+    # heartbeat a second late on a busy machine lost it (CI, once).
     settings = make_settings(
-        lease_seconds=1.0,
+        lease_seconds=3.0,
         shutdown_grace_seconds=20.0,
         connect_timeout_seconds=10.0,
         read_timeout_seconds=20.0,
