@@ -172,18 +172,14 @@ def _history(job_id: str) -> sa.CompoundSelect[Any]:
     """`job_id`'s attempts in order (`JobStore.attempts`): its rows in `attempts`, then the
     running attempt as its job's row tells it, if it runs."""
     running = {
+        "job_id": jobs.c.id,
         "number": jobs.c.attempts,
         "worker_id": sa.func.coalesce(jobs.c.worker_id, ""),
         "started_at": jobs.c.started_at,
     }
     ended = sa.select(attempts).where(attempts.c.job_id == job_id)
     now = sa.select(
-        *(
-            running.get(column.name, jobs.c.id if column.name == "job_id" else sa.null()).label(
-                column.name
-            )
-            for column in attempts.c
-        )
+        *(running.get(column.name, sa.null()).label(column.name) for column in attempts.c)
     ).where(jobs.c.id == job_id, status_is(JobStatus.RUNNING), jobs.c.started_at.is_not(None))
     # The running attempt has no row, so no id: last.
     return sa.union_all(ended, now).order_by(sa.column("id").asc().nulls_last())

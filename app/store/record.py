@@ -301,15 +301,14 @@ class _Plan:
             (_CONFIRM, self.confirm),
             (_FAIL, self.fail),
             (_HAND_BACK, self.hand_back),
+            (_FREE_SLOTS, self.domains),
+            (_FREE_TENANTS, self.tenants),
         ]
         self.writes: list[Writes] = [
             backend.updates(statement, _storable(params)) for statement, params in updates if params
         ]
+        # Inserts after the updates: they lock no domain's nor tenant's row.
         self.writes.append(backend.inserts(attempts, _storable(self.history)))
-        self.writes += [
-            backend.updates(statement, _storable(params))
-            for statement, params in ((_FREE_SLOTS, self.domains), (_FREE_TENANTS, self.tenants))
-        ]
         if self.contents:
             rows = _storable(self.contents)
             self.writes.append(backend.inserts(contents, rows, skip_existing=True))
