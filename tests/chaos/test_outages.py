@@ -454,7 +454,9 @@ async def test_sqlite_on_a_full_disk(sqlite_template, web, tmp_path):
     problem+json (readiness too), never a 500; once space is freed every job finishes within
     seconds, none lost, and the file passes its integrity check."""
     paths = slow_paths(web, 60, delay=0.3)
-    with small_tmpfs(tmp_path / "disk", size_kib=2048) as disk:
+    # Room, once the filler goes, for the WAL to grow to SQLite's autocheckpoint (1,000
+    # pages, 4 MB): on a 2 MB disk the jobs' own records filled it again (CI, once).
+    with small_tmpfs(tmp_path / "disk", size_kib=8192) as disk:
         database = disk / "ingest.db"
         shutil.copy(sqlite_template, database)
         url = f"sqlite:///{database}"
