@@ -15,12 +15,14 @@ from app.store.jobs import JobStore
 from tests.conftest import eventually
 
 JOBS = 512
-BUDGET_PER_JOB = 0.55
+BUDGET_PER_JOB = 0.42
 """Statements (an executemany is one) per job drained, and round trips per job drained. A
-drain of 512 through 32 slots takes 16 claims of seven statements and 16 records of six,
-each in a transaction of its own, plus the worker's passes: on PostgreSQL about 0.52 round
-trips a job since the record frees its tenants' counts of jobs in flight in a statement of
-its own (about 0.45 before)."""
+drain of 512 through 32 slots takes 16 claims (seven statements on SQLite; four on
+PostgreSQL, whose candidates lock their domains' rows and whose take counts the domains'
+and tenants' jobs in flight in the same statements: `app.store.dialect.binds_lists`) and
+16 records of six, each in a transaction of its own, plus the worker's passes: about 0.39
+statements a job on SQLite, and 0.38 round trips on PostgreSQL (0.52 before its claim
+came down from seven statements)."""
 
 
 @contextmanager
@@ -108,12 +110,13 @@ def round_trips(seen: dict[str, int], database_url: str) -> int:
 
 
 LONE_JOBS = 12
-LONE_BUDGET = 18
+LONE_BUDGET = {"sqlite": 18, "postgresql": 12}
 """Statements per job submitted alone and fetched before the next: its submit (SQLite: three
-inserts; PostgreSQL: one), its claim (seven) and its record (six: the last frees its
-tenant's count of jobs in flight, INGEST_TENANT_MAX_IN_FLIGHT), and the worker's first
-pass shared by all. Passes that claim nothing after each fetch and record, with their looks
-at when the next job is due, cost 6-9 more (24 a job on SQLite before they went)."""
+inserts; PostgreSQL: one), its claim (SQLite: seven; PostgreSQL: four) and its record (six:
+the last frees its tenant's count of jobs in flight, INGEST_TENANT_MAX_IN_FLIGHT), and the
+worker's first pass shared by all. Passes that claim nothing after each fetch and record,
+with their looks at when the next job is due, cost 6-9 more (24 a job on SQLite before they
+went). Measured: 16.5 on SQLite, 10.5 on PostgreSQL."""
 
 
 async def test_jobs_one_at_a_time_cost_a_claim_and_a_record_each(make_settings, web):
@@ -149,4 +152,5 @@ async def test_jobs_one_at_a_time_cost_a_claim_and_a_record_each(make_settings, 
         await eventually(all_recorded)
     finally:
         await runtime.stop()
-    assert seen["statements"] / LONE_JOBS <= LONE_BUDGET, seen
+    backend = "sqlite" if settings.database_url.startswith("sqlite") else "postgresql"
+    assert seen["statements"] / LONE_JOBS <= LONE_BUDGET[backend], seen

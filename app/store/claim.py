@@ -16,7 +16,7 @@
    its in-flight limit, past its minimum interval): filtered in SQL, through the partial
    index on pending jobs per tenant, so paused domains cost no attempt. One statement: on
    PostgreSQL the tenants' list joined LATERAL to a subquery, on SQLite a UNION ALL of one
-   subquery per tenant (`app.store.dialect.joins_lateral` says why).
+   subquery per tenant (`app.store.dialect.binds_lists` says why).
    They are locked as they are read (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent
    claims take different jobs and never wait on each other's).
 3. Lock the candidates' domain rows, then, with a tenants' quota, their tenants' rows (each
@@ -33,6 +33,10 @@
    when it ends (`app.store.record`), with when it started and how long the job had been
    due, which its lease carries: writing it here too cost a claim of 32 at ten million
    jobs a quarter of its time.
+
+On PostgreSQL steps 2 and 3 are one statement and step 5's writes another, so a claim is
+three round trips between its BEGIN and COMMIT, four with step 0 (SQLite runs each step's
+statements apart, in its writer thread: `app.store.dialect.binds_lists`).
 
 Why one module past 300 lines: one transaction, its statements built once at import; the
 steps above read top-down.
@@ -62,10 +66,13 @@ from app.store.backends import Backend
 from app.store.database import Database
 from app.store.dialect import (
     all_rows,
+    any_found,
+    any_of,
+    binds_lists,
     each_of,
-    joins_lateral,
     lock_rows,
     lock_skipping,
+    materialized,
 )
 from app.store.tables import (
     DUE_SINCE,
@@ -234,9 +241,6 @@ def _candidates_joined() -> sa.Select[Any]:
     return sa.select(firsts).select_from(each).join(firsts, sa.true())
 
 
-_CANDIDATES_JOINED = _candidates_joined()
-
-
 @functools.cache
 def _candidates_apart(tenant_count: int) -> sa.CompoundSelect[Any]:
     """The candidates of `tenant_count` tenants (bound: t0, t1, ... and their counts n0, n1,
@@ -248,17 +252,41 @@ def _candidates_apart(tenant_count: int) -> sa.CompoundSelect[Any]:
     return sa.union_all(*(sa.select(first) for first in firsts))
 
 
+_DOMAIN_STATE = (
+    domains.c.domain,
+    domains.c.in_flight,
+    domains.c.next_start_at,
+    domains.c.paused_until,
+    domains.c.crawl_delay_seconds,
+)
+"""What `choose` reads of a domain's row (`DomainState`), its name first."""
+
 _LOCK_DOMAINS = lock_rows(
-    sa.select(
-        domains.c.domain,
-        domains.c.in_flight,
-        domains.c.next_start_at,
-        domains.c.paused_until,
-        domains.c.crawl_delay_seconds,
-    )
+    sa.select(*_DOMAIN_STATE)
     .where(domains.c.domain.in_(sa.bindparam("domains", expanding=True)))
     .order_by(domains.c.domain)
 )
+
+
+def _candidates_locking_domains() -> sa.Select[Any]:
+    """Steps 2 and 3 in one statement (PostgreSQL, `binds_lists`): the candidates
+    (`_candidates_joined`), each beside its domain's row (`_DOMAIN_STATE`; none if the row is
+    missing), the rows locked in name order (`locked`: each as it comes out of the sort),
+    as `_LOCK_DOMAINS` locks them, a round trip earlier."""
+    firsts = materialized(_candidates_joined().cte("firsts"))
+    locked = materialized(
+        lock_rows(
+            sa.select(*_DOMAIN_STATE)
+            .where(any_found(domains.c.domain, firsts.c.domain))
+            .order_by(domains.c.domain)
+        ).cte("locked")
+    )
+    return sa.select(
+        firsts, *(column.label(f"locked_{column.name}") for column in locked.c)
+    ).select_from(firsts.outerjoin(locked, locked.c.domain == firsts.c.domain))
+
+
+_CANDIDATES_LOCKING_DOMAINS = _candidates_locking_domains()
 
 _LOCK_TENANTS = lock_rows(
     sa.select(tenants.c.tenant, tenants.c.next_pass, tenants.c.last_served_at, tenants.c.in_flight)
@@ -266,31 +294,40 @@ _LOCK_TENANTS = lock_rows(
     .order_by(tenants.c.tenant)
 )
 
-_TAKE = (
-    sa.update(jobs)
-    .where(jobs.c.id.in_(sa.bindparam("ids", expanding=True)), status_is(JobStatus.PENDING))
-    .values(
-        status=JobStatus.RUNNING.value,
-        attempts=jobs.c.attempts + 1,
-        lease_expires_at=sa.bindparam("until", type_=UTCDateTime),
-        worker_id=sa.bindparam("worker"),
-        lease_id=sa.bindparam("lease"),
-        retry_after=None,
-        started_at=_now(),
-        updated_at=_now(),
-    )
-)
 
-_COUNT_STARTS = (
-    sa.update(domains)
-    .where(domains.c.domain == sa.bindparam("d"))
-    .values(
-        in_flight=domains.c.in_flight + sa.bindparam("n"),
-        last_started_at=sa.bindparam("now", type_=UTCDateTime),
-        next_start_at=sa.bindparam("next_start", type_=UTCDateTime),
-        updated_at=sa.bindparam("now", type_=UTCDateTime),
+def _take_update(which: sa.ColumnElement[bool]) -> sa.Update:
+    """Step 5's take of the pending jobs `which` names: running, attempt counted, leased."""
+    return (
+        sa.update(jobs)
+        .where(which, status_is(JobStatus.PENDING))
+        .values(
+            status=JobStatus.RUNNING.value,
+            attempts=jobs.c.attempts + 1,
+            lease_expires_at=sa.bindparam("until", type_=UTCDateTime),
+            worker_id=sa.bindparam("worker"),
+            lease_id=sa.bindparam("lease"),
+            retry_after=None,
+            started_at=_now(),
+            updated_at=_now(),
+        )
     )
-)
+
+
+def _starts_update(
+    domain: sa.ColumnElement[str], n: sa.ColumnElement[int], next_start: sa.ColumnElement[datetime]
+) -> sa.Update:
+    """`n` fetches started on `domain`: counted in flight, the next start not before
+    `next_start`."""
+    return (
+        sa.update(domains)
+        .where(domains.c.domain == domain)
+        .values(
+            in_flight=domains.c.in_flight + n,
+            last_started_at=_now(),
+            next_start_at=next_start,
+            updated_at=_now(),
+        )
+    )
 
 
 def _start() -> sa.ColumnElement[int]:
@@ -303,16 +340,77 @@ def _start() -> sa.ColumnElement[int]:
 # Relative to the row, like the domains' count: a concurrent claim that served the same
 # tenant (PostgreSQL; the rows are not locked before `choose` without a quota) committed
 # its advance first, and this one adds to it.
-_TURNS = (
-    sa.update(tenants)
-    .where(tenants.c.tenant == sa.bindparam("t"))
-    .values(
-        in_flight=tenants.c.in_flight + sa.bindparam("n"),
-        last_pass=_start() + sa.bindparam("to_last", type_=sa.BigInteger),
-        next_pass=_start() + sa.bindparam("to_next", type_=sa.BigInteger),
-        last_served_at=sa.bindparam("at", type_=UTCDateTime),
+def _turns_update(
+    tenant: sa.ColumnElement[str],
+    n: sa.ColumnElement[int],
+    to_last: sa.ColumnElement[int],
+    to_next: sa.ColumnElement[int],
+    at: sa.ColumnElement[datetime],
+) -> sa.Update:
+    """`tenant` served `n` jobs: counted in flight, its passes advanced from its start by
+    `to_last` and `to_next`, its turn stamped `at`."""
+    return (
+        sa.update(tenants)
+        .where(tenants.c.tenant == tenant)
+        .values(
+            in_flight=tenants.c.in_flight + n,
+            last_pass=_start() + to_last,
+            next_pass=_start() + to_next,
+            last_served_at=at,
+        )
     )
+
+
+_TAKE = _take_update(jobs.c.id.in_(sa.bindparam("ids", expanding=True)))
+_COUNT_STARTS = _starts_update(
+    sa.bindparam("d"),
+    sa.bindparam("n", type_=sa.Integer),
+    sa.bindparam("next_start", type_=UTCDateTime),
 )
+_TURNS = _turns_update(
+    sa.bindparam("t"),
+    sa.bindparam("n", type_=sa.Integer),
+    sa.bindparam("to_last", type_=sa.BigInteger),
+    sa.bindparam("to_next", type_=sa.BigInteger),
+    sa.bindparam("at", type_=UTCDateTime),
+)
+
+
+def _take_and_count() -> sa.Select[Any]:
+    """Step 5 in one statement (PostgreSQL, `binds_lists`): the take, the domains' counts
+    and the tenants' turns as data-modifying CTEs, the domains and the tenants given as bound
+    lists (`each_of`), the jobs as one (`any_of`). The jobs and the domains' rows are locked
+    already (steps 2 and 3); the tenants' rows, which a claim without a tenants' quota has
+    not locked, are locked here first, in name order (`served`: each row is locked as it
+    comes out of the sort, before the update can reach it), so two claims never lock them
+    crosswise."""
+    starts = each_of("starts", d=sa.String(), dn=sa.Integer(), next_start=UTCDateTime())
+    turns = each_of(
+        "turns",
+        t=sa.String(),
+        tn=sa.Integer(),
+        to_last=sa.BigInteger(),
+        to_next=sa.BigInteger(),
+        at=UTCDateTime(),
+    )
+    served = materialized(
+        lock_rows(
+            sa.select(tenants.c.tenant)
+            .where(any_of(tenants.c.tenant, "t"))
+            .order_by(tenants.c.tenant)
+        ).cte("served")
+    )
+    taken = _take_update(any_of(jobs.c.id, "ids")).cte("taken")
+    started = _starts_update(starts.c.d, starts.c.dn, starts.c.next_start).cte("started")
+    turned = (
+        _turns_update(turns.c.t, turns.c.tn, turns.c.to_last, turns.c.to_next, turns.c.at)
+        .where(tenants.c.tenant.in_(sa.select(served.c.tenant)))
+        .cte("turned")
+    )
+    return sa.select(sa.literal(1)).add_cte(taken, started, served, turned)
+
+
+_TAKE_AND_COUNT = _take_and_count()
 
 
 async def anything_claimable(conn: AsyncConnection, now: datetime, rules: ShareRules) -> bool:
@@ -357,11 +455,14 @@ class _Leasable(NamedTuple):
 
 
 _CANDIDATE_COLUMNS = len(dataclasses.fields(Candidate))
-"""A candidate row's first columns (`_firsts`) are the Candidate; the rest, `_Leasable`."""
+"""A candidate row's first columns (`_firsts`) are the Candidate; the rest, `_Leasable`
+(then, on PostgreSQL, the domain's row: `_DOMAIN_COLUMNS`)."""
+
+_DOMAIN_COLUMNS = len(_DOMAIN_STATE)
 
 
 class Found(NamedTuple):
-    """What steps 1 and 2 found."""
+    """What steps 1 and 2 found (and step 3, where they run together)."""
 
     floor: int
     """No tenant's pass counts below it (`_FLOOR`)."""
@@ -370,6 +471,9 @@ class Found(NamedTuple):
     candidates: list[Candidate]
     leasable: dict[str, _Leasable]
     """What each candidate's lease would need, by job id."""
+    domains: dict[str, DomainState] | None = None
+    """The candidates' domains' rows, locked, where step 3 ran with step 2 and found them
+    all; else None, for `_lock_domains`."""
 
 
 def find_candidates(conn: sa.Connection, limit: int, now: datetime, rules: ShareRules) -> Found:
@@ -382,19 +486,29 @@ def find_candidates(conn: sa.Connection, limit: int, now: datetime, rules: Share
     waiting = [tenant for tenant, *_ in rows]
     weights = [rules.tenant_weight(tenant) for tenant in waiting]
     counts = candidates_per_tenant(weights, limit, rules.tenant_max_in_flight)
-    if joins_lateral(conn):
-        statement: sa.Select[Any] | sa.CompoundSelect[Any] = _CANDIDATES_JOINED
-        lists: dict[str, Any] = {"tenant": waiting, "count": counts}
+    turns = {tenant: TenantState(*state) for tenant, *state, _ in rows}
+    if binds_lists(conn):
+        bound = _bound(now, rules, tenant=waiting, count=counts)
+        found = all_rows(conn, _CANDIDATES_LOCKING_DOMAINS, bound)
+        states = {
+            domain: _domain_state(*state)
+            for domain, *state in (row[-_DOMAIN_COLUMNS:] for row in found)
+            if domain is not None
+        }
+        leasable = [row[_CANDIDATE_COLUMNS:-_DOMAIN_COLUMNS] for row in found]
+        whole = all(row[-_DOMAIN_COLUMNS] is not None for row in found)
     else:
-        statement = _candidates_apart(len(waiting))
         lists = {f"t{i}": tenant for i, tenant in enumerate(waiting)}
         lists |= {f"n{i}": count for i, count in enumerate(counts)}
-    found = all_rows(conn, statement, _bound(now, rules, **lists))
+        found = all_rows(conn, _candidates_apart(len(waiting)), _bound(now, rules, **lists))
+        states, whole = {}, False
+        leasable = [row[_CANDIDATE_COLUMNS:] for row in found]
     return Found(
         rows[0][-1],
-        {tenant: TenantState(*state) for tenant, *state, _ in rows},
+        turns,
         [Candidate(*row[:_CANDIDATE_COLUMNS]) for row in found],
-        {row[0]: _Leasable(*row[_CANDIDATE_COLUMNS:]) for row in found},
+        {row[0]: _Leasable(*rest) for row, rest in zip(found, leasable, strict=True)},
+        states if whole else None,
     )
 
 
@@ -439,11 +553,12 @@ def claim_in(
     """Run steps 0-5 (0 with `stage`) in the caller's write transaction."""
     if stage:
         stage_due(conn, now)
-    floor, turns, candidates, leasable = find_candidates(conn, limit, now, rules)
+    floor, turns, candidates, leasable, states = find_candidates(conn, limit, now, rules)
     if not candidates:
         return []
 
-    states = _lock_domains(conn, backend, sorted({c.domain for c in candidates}))
+    if states is None:
+        states = _lock_domains(conn, backend, sorted({c.domain for c in candidates}))
     if rules.tenant_max_in_flight:
         turns = _lock_tenants(conn, sorted({c.tenant for c in candidates}))
     chosen = choose(candidates, turns, states, limit, now, rules, floor)
@@ -460,9 +575,20 @@ def claim_in(
         "worker": worker_id,
         "lease": lease_id,
     }
-    conn.execute(_TAKE, taken)
-    _count_starts(conn, backend, chosen, states, now, rules)
-    _count_turns(conn, backend, chosen, turns, floor, now, rules)
+    starts = _starts(chosen, states, now, rules)
+    served = _served(chosen, turns, floor, now, rules)
+    if binds_lists(conn):
+        conn.execute(
+            _TAKE_AND_COUNT,
+            taken
+            | {"floor": floor}
+            | _lists(starts, d="d", dn="n", next_start="next_start")
+            | _lists(served, t="t", tn="n", to_last="to_last", to_next="to_next", at="at"),
+        )
+    else:
+        conn.execute(_TAKE, taken)
+        backend.updates(_COUNT_STARTS, starts).run(conn)
+        backend.updates(_TURNS, served).run(conn)
     return [
         Lease(
             c.id,
@@ -500,10 +626,17 @@ def _lock_domains(
         missing = [new_domain(name) for name in names if name not in found]
         backend.inserts(domains, missing, skip_existing=True).run(conn)
         rows = all_rows(conn, _LOCK_DOMAINS, {"domains": names})
-    return {
-        domain: DomainState(in_flight, next_start_at, paused_until, crawl_delay=crawl_delay)
-        for domain, in_flight, next_start_at, paused_until, crawl_delay in rows
-    }
+    return {domain: _domain_state(*state) for domain, *state in rows}
+
+
+def _domain_state(
+    in_flight: int,
+    next_start_at: datetime | None,
+    paused_until: datetime | None,
+    crawl_delay: float | None,
+) -> DomainState:
+    """A domain's row as read (`_DOMAIN_STATE`, its name left out), as `choose` reads it."""
+    return DomainState(in_flight, next_start_at, paused_until, crawl_delay=crawl_delay)
 
 
 def _lock_tenants(conn: sa.Connection, names: list[str]) -> dict[str, TenantState]:
@@ -519,41 +652,27 @@ def _lock_tenants(conn: sa.Connection, names: list[str]) -> dict[str, TenantStat
     }
 
 
-def _count_starts(
-    conn: sa.Connection,
-    backend: Backend,
-    chosen: list[Candidate],
-    states: dict[str, DomainState],
-    now: datetime,
-    rules: ShareRules,
-) -> None:
+def _starts(
+    chosen: list[Candidate], states: dict[str, DomainState], now: datetime, rules: ShareRules
+) -> list[dict[str, Any]]:
+    """`_COUNT_STARTS`'s rows: the fetches each domain starts, in name order."""
     starts: dict[str, int] = {}
     for candidate in chosen:
         starts[candidate.domain] = starts.get(candidate.domain, 0) + 1
-    backend.updates(
-        _COUNT_STARTS,
-        [
-            {
-                "d": domain,
-                "n": n,
-                "now": now,
-                "next_start": next_start(states.get(domain), now, rules),
-            }
-            for domain, n in sorted(starts.items())
-        ],
-    ).run(conn)
+    return [
+        {"d": domain, "n": n, "now": now, "next_start": next_start(states.get(domain), now, rules)}
+        for domain, n in sorted(starts.items())
+    ]
 
 
-def _count_turns(
-    conn: sa.Connection,
-    backend: Backend,
+def _served(
     chosen: list[Candidate],
     turns: dict[str, TenantState],
     floor: int,
     now: datetime,
     rules: ShareRules,
-) -> None:
-    """The tenants' jobs in flight counted, their passes advanced, their turns stamped."""
+) -> list[dict[str, Any]]:
+    """`_TURNS`'s rows: the tenants' jobs in flight, passes and turns, in name order."""
     served = passes_after(chosen, turns, rules, floor)
     # Tenants served in this claim keep their turn order: a microsecond apart. The rows are
     # updated in name order, like the domains': two claims that serve the same tenants in
@@ -562,7 +681,7 @@ def _count_turns(
         t: now + timedelta(microseconds=i)
         for i, t in enumerate(dict.fromkeys(c.tenant for c in chosen))
     }
-    rows = [
+    return [
         {
             "t": tenant,
             "n": s.jobs,
@@ -573,4 +692,8 @@ def _count_turns(
         }
         for tenant, s in sorted(served.items())
     ]
-    backend.updates(_TURNS, rows).run(conn)
+
+
+def _lists(rows: list[dict[str, Any]], **keys: str) -> dict[str, list[Any]]:
+    """The rows' values as bound lists (`each_of`), each list named for a row key."""
+    return {name: [row[key] for row in rows] for name, key in keys.items()}
