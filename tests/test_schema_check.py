@@ -286,3 +286,27 @@ def test_running_attempts_rows_go_with_migration_0014(blank_url):
     assert [(1, "failed")] == _read(blank_url, history)
     command.downgrade(config, "0013")
     assert [(1, "failed"), (2, None)] == _read(blank_url, history)
+
+
+CONTENT_VERSION = """INSERT INTO job_contents (job_id, version, content, content_type, text,
+markdown, text_length, stored_at) VALUES ('0172ff91-0000-4000-8000-000000000000', :version,
+:body, 'text/html', 'Ünïcode text', 'Ünïcode text', 12, '2026-12-01 10:00:00')"""
+
+
+def test_contents_are_compressed_by_lz4_from_migration_0015(blank_url):
+    """Migration 0015: on PostgreSQL a body stored before it keeps pglz and reads as before, one
+    stored after is compressed by lz4, and going back to 0014 the next one is compressed by
+    the server's default again; on SQLite every body reads as written."""
+    config = alembic_config(blank_url)
+    command.upgrade(config, "0014")
+    body = ("<p>" + "a page worth compressing " * 2000 + "</p>").encode()
+    _write(blank_url, (JOB_0008, {}), (CONTENT_VERSION, {"version": 1, "body": body}))
+    command.upgrade(config, "0015")
+    _write(blank_url, (CONTENT_VERSION, {"version": 2, "body": body}))
+    command.downgrade(config, "0014")
+    _write(blank_url, (CONTENT_VERSION, {"version": 3, "body": body}))
+    stored = "SELECT version, content FROM job_contents ORDER BY version"
+    assert [(1, body), (2, body), (3, body)] == _read(blank_url, stored)
+    if blank_url.startswith("postgresql"):
+        methods = "SELECT pg_column_compression(content) FROM job_contents ORDER BY version"
+        assert [("pglz",), ("lz4",), ("pglz",)] == _read(blank_url, methods)
