@@ -13,7 +13,9 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
 2. their attempts written into the history, whole: the claim writes none, so an attempt
    costs one row's insert (a running attempt is read off its job's row: `JobStore.attempts`);
 3. succeeded jobs' bodies, text and Markdown as a new content version (their page's
-   metadata goes with step 1), and the versions beyond INGEST_CONTENT_VERSIONS deleted;
+   metadata goes with step 1), and the versions beyond INGEST_CONTENT_VERSIONS deleted
+   (the inserts of steps 2 and 3 in one statement on PostgreSQL:
+   `Backend.inserts_together`);
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
 5. their domains: one slot each freed, and the failure streak moved on;
 6. their tenants: one job in flight each freed (after the domains, each in name order,
@@ -55,7 +57,7 @@ from app.model import (
 )
 from app.safe_strings import storable_text
 from app.store.backends import Backend
-from app.store.backends.writes import Writes
+from app.store.backends.writes import NewRows, Writes
 from app.store.deliveries import owe
 from app.store.dialect import all_rows, floor_minus, lock_rows
 from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is, tenants
@@ -307,11 +309,13 @@ class _Plan:
         self.writes: list[Writes] = [
             backend.updates(statement, _storable(params)) for statement, params in updates if params
         ]
-        # Inserts after the updates: they lock no domain's nor tenant's row.
-        self.writes.append(backend.inserts(attempts, _storable(self.history)))
-        if self.contents:
-            rows = _storable(self.contents)
-            self.writes.append(backend.inserts(contents, rows, skip_existing=True))
+        # Inserts after the updates: they lock no domain's nor tenant's row. Together: one
+        # statement on PostgreSQL.
+        new_rows = [
+            NewRows(attempts, _storable(self.history)),
+            NewRows(contents, _storable(self.contents), skip_existing=True),
+        ]
+        self.writes.append(backend.inserts_together(new_rows))
 
     def _job(self, outcome: Outcome, fence: dict[str, Any], now: datetime) -> None:
         decision, lease = outcome.decision, outcome.lease

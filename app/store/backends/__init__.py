@@ -65,6 +65,10 @@ class Backend(Protocol):
         """Insert every row, skipping those whose key exists with `skip_existing`."""
         ...
 
+    def inserts_together(self, writes: Sequence[NewRows]) -> Writes:
+        """Insert every write's rows, in as few round trips as the backend can."""
+        ...
+
     async def insert_and_wake(
         self, engine: AsyncEngine, writes: Sequence[NewRows], priority: int | None = None
     ) -> None:

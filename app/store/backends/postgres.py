@@ -6,7 +6,8 @@ How it differs from SQLite (`app.store.backends.sqlite`), and why:
   (`app.store.dialect.lock_rows`, `lock_skipping`: concurrent claims take different rows
   and never wait on each other's). A claim needs no look before it: one that finds nothing
   is a read-only transaction.
-- Many rows' writes are one executemany, which asyncpg pipelines in one round trip.
+- Many rows' writes are one executemany, which asyncpg pipelines in one round trip; rows
+  for several tables are inserted by one statement over arrays (`inserts_together`).
 - Inserting rows unless their key exists looks for the row first: ON CONFLICT DO NOTHING
   alone waits for a transaction that updated the existing row (`_pg_insert_missing_each`).
 - A submit's inserts and its wake-up are one statement (`insert_and_wake`: an INSERT per
@@ -145,24 +146,24 @@ class PostgresBackend:
             return _ExecuteMany(_pg_insert_missing_each(table, tuple(rows[0])), rows)
         return _ExecuteMany(sa.insert(table), rows)
 
+    def inserts_together(self, writes: Sequence[NewRows]) -> Writes:
+        """Every write's rows inserted by one statement (an INSERT per table as a CTE, over
+        the rows sent as arrays, one per column): one round trip, of a statement prepared
+        once whatever the number of rows."""
+        shape, params = _as_arrays(writes)
+        return _ExecuteOnce(_pg_inserts(shape), params)
+
     async def insert_and_wake(
         self, engine: AsyncEngine, writes: Sequence[NewRows], priority: int | None = None
     ) -> None:
         """Insert every write's rows, all or nothing, and wake the workers that LISTEN,
         telling them the highest `priority` submitted (the NOTIFY's payload).
 
-        One statement (an INSERT per table as a CTE, over the rows sent as arrays, one per
-        column, and NOTIFY as `pg_notify`) in a transaction of its own: one round trip, of
-        a statement prepared once whatever the number of rows. BEGIN, an INSERT per table,
-        NOTIFY and COMMIT took six, and with the worker in the same process each one waits
-        for the worker's thread to let go of the interpreter lock."""
-        writes = [write for write in writes if write.rows]
-        shape = tuple((w.table, tuple(w.rows[0]), w.skip_existing) for w in writes)
-        params: dict[str, Any] = {
-            _column_of(write.table, key): [row[key] for row in write.rows]
-            for write in writes
-            for key in write.rows[0]
-        }
+        One statement (`inserts_together`'s, with NOTIFY as `pg_notify`) in a transaction
+        of its own: one round trip. BEGIN, an INSERT per table, NOTIFY and COMMIT took six,
+        and with the worker in the same process each one waits for the worker's thread to
+        let go of the interpreter lock."""
+        shape, params = _as_arrays(writes)
         params[WAKE_PAYLOAD] = wake_payload(priority)
         if self.transaction_pooler:
             # Outside a transaction the pooler may run the statement's prepare and its
@@ -229,6 +230,35 @@ class _ExecuteMany:
             conn.execute(self.statement, self.rows)
 
 
+@dataclass(frozen=True)
+class _ExecuteOnce:
+    """PostgreSQL's: one statement, run once with its parameters."""
+
+    statement: sa.Select[Any]
+    params: dict[str, Any]
+
+    def run(self, conn: sa.Connection) -> None:
+        if self.params:
+            conn.execute(self.statement, self.params)
+
+
+_Shape = tuple[tuple[sa.Table, tuple[str, ...], bool], ...]
+"""Writes' tables, their columns and whether they skip existing rows: what a statement over
+their rows as arrays is built for (`_insert_ctes`)."""
+
+
+def _as_arrays(writes: Sequence[NewRows]) -> tuple[_Shape, dict[str, Any]]:
+    """The writes that have rows: their shape, and their values as one array per column."""
+    writes = [write for write in writes if write.rows]
+    shape = tuple((w.table, tuple(w.rows[0]), w.skip_existing) for w in writes)
+    params: dict[str, Any] = {
+        _column_of(write.table, key): [row[key] for row in write.rows]
+        for write in writes
+        for key in write.rows[0]
+    }
+    return shape, params
+
+
 @functools.lru_cache(maxsize=16)
 def _pg_insert_missing_each(table: sa.Table, keys: tuple[str, ...]) -> sa.Insert:
     """PostgreSQL's insert of a row (bound parameters `keys`) unless its key exists, which
@@ -252,12 +282,8 @@ def _column_of(table: sa.Table, key: str) -> str:
     return f"{table.name}_{key}"
 
 
-@functools.lru_cache(maxsize=16)
-def _pg_insert_and_wake(
-    shape: tuple[tuple[sa.Table, tuple[str, ...], bool], ...],
-) -> sa.Select[Any]:
-    """`PostgresBackend.insert_and_wake`'s statement for writes of this shape (table,
-    columns, skip existing): each column's values bound as one array."""
+def _insert_ctes(shape: _Shape) -> list[sa.CTE]:
+    """An INSERT per table of `shape`, as a CTE, its rows given as one array per column."""
     inserts = []
     for table, keys, skip_existing in shape:
         arrays = []
@@ -272,5 +298,18 @@ def _pg_insert_and_wake(
         if skip_existing:
             insert = insert.on_conflict_do_nothing()
         inserts.append(insert.cte(f"new_{table.name}"))
+    return inserts
+
+
+@functools.lru_cache(maxsize=16)
+def _pg_inserts(shape: _Shape) -> sa.Select[Any]:
+    """`PostgresBackend.inserts_together`'s statement for writes of this shape."""
+    return sa.select(sa.literal(1)).add_cte(*_insert_ctes(shape))
+
+
+@functools.lru_cache(maxsize=16)
+def _pg_insert_and_wake(shape: _Shape) -> sa.Select[Any]:
+    """`PostgresBackend.insert_and_wake`'s statement for writes of this shape (table,
+    columns, skip existing): `_pg_inserts`' and the NOTIFY."""
     payload = sa.bindparam(WAKE_PAYLOAD, type_=sa.String)
-    return sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)).add_cte(*inserts)
+    return sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)).add_cte(*_insert_ctes(shape))

@@ -23,3 +23,14 @@ class Writes(Protocol):
     to run in a write transaction."""
 
     def run(self, conn: sa.Connection) -> None: ...
+
+
+@dataclass(frozen=True)
+class InTurn:
+    """Writes run one after the other."""
+
+    writes: Sequence[Writes]
+
+    def run(self, conn: sa.Connection) -> None:
+        for writes in self.writes:
+            writes.run(conn)
