@@ -3,9 +3,12 @@ fence on the lease (a stale worker's write, a batch holding a stale outcome, an 
 after an operator's retry), leases taken back and extended, a retry then a death, a
 shutdown's hand-back, and what the remote side sent that no column holds as is."""
 
+import asyncio
+import random
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from app import policy
@@ -219,3 +222,33 @@ async def test_a_batch_stores_what_the_remote_side_sent_even_unstorable(stores):
         b.last_error_message,
     )
     assert (f"Odd{shown}", f"message {shown}") == (attempt.error_type, attempt.message)
+
+
+@pytest.mark.parametrize("domain_count", [10, 1200], ids=["shared domains", "a domain each"])
+async def test_records_and_claims_at_once_never_lock_rows_crosswise(stores, domain_count):
+    """8 workers at once, round after round, each recording what it claimed while the others
+    claim and record, over 10 tenants mixed in every order, their jobs on 10 domains (the
+    domains' rows locked by many) or a domain each (only the tenants' rows shared): every
+    write goes through (two transactions that locked the same rows crosswise would deadlock,
+    and PostgreSQL would fail one of them)."""
+    jobs, queue = stores
+    rand = random.Random(11)
+    await jobs.submit(
+        [
+            new(f"/{i}", domain=f"d{i % domain_count}.test", tenant=f"t{rand.randrange(10)}")
+            for i in range(1200)
+        ]
+    )
+
+    async def work(worker: str) -> int:
+        recorded = 0
+        for _ in range(6):
+            leases = await queue.claim(worker, 16, NOW + timedelta(seconds=1), 60)
+            outcomes = [succeeded(lease, RESULT) for lease in leases]
+            recorded += len((await queue.record(outcomes, NOW + timedelta(seconds=2))).outcomes)
+        return recorded
+
+    counts = await asyncio.gather(*[work(f"w{k}") for k in range(8)])
+    async with jobs.db.read() as conn:
+        in_flight = (await conn.execute(sa.select(sa.func.sum(domains.c.in_flight)))).scalar()
+    assert sum(counts) > 100 and 0 == in_flight, (counts, in_flight)

@@ -19,7 +19,8 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
 5. their domains: one slot each freed, and the failure streak moved on;
 6. their tenants: one job in flight each freed (after the domains, each in name order,
-   as the claim locks them: `app.store.claim`).
+   as the claim locks them: `app.store.claim`; steps 5 and 6 in one statement on
+   PostgreSQL: `_free_together`).
 
 Every string an outcome brings from the remote side is bound as one both databases hold
 (`app.safe_strings.storable_text`): a lone surrogate or a NUL would fail the whole batch.
@@ -59,7 +60,15 @@ from app.safe_strings import storable_text
 from app.store.backends import Backend
 from app.store.backends.writes import NewRows, Writes
 from app.store.deliveries import owe
-from app.store.dialect import all_rows, floor_minus, lock_rows
+from app.store.dialect import (
+    all_rows,
+    any_of,
+    binds_lists,
+    each_of,
+    floor_minus,
+    lock_rows,
+    materialized,
+)
 from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is, tenants
 
 
@@ -195,24 +204,104 @@ _FAIL = (
 _HAND_BACK = sa.update(jobs).where(_fenced()).values(**_MOVE_ON)
 """A move on that keeps the job's last error: a shutdown's hand-back has none to add."""
 
-_FREE_SLOTS = (
-    sa.update(domains)
-    .where(domains.c.domain == sa.bindparam("d"))
-    .values(
-        in_flight=floor_minus(domains.c.in_flight, sa.bindparam("freed")),
-        consecutive_failures=sa.case(
-            (sa.bindparam("reset", type_=sa.Boolean), sa.bindparam("streak")),
-            else_=domains.c.consecutive_failures + sa.bindparam("streak"),
-        ),
-        updated_at=sa.bindparam("now"),
-    )
-)
 
-_FREE_TENANTS = (
-    sa.update(tenants)
-    .where(tenants.c.tenant == sa.bindparam("t"))
-    .values(in_flight=floor_minus(tenants.c.in_flight, sa.bindparam("freed")))
+def _free_slots(
+    domain: sa.ColumnElement[str],
+    freed: sa.ColumnElement[int],
+    reset: sa.ColumnElement[bool],
+    streak: sa.ColumnElement[int],
+) -> sa.Update:
+    """`freed` of `domain`'s slots freed; its failure streak `streak`, or `streak` more
+    unless `reset`."""
+    return (
+        sa.update(domains)
+        .where(domains.c.domain == domain)
+        .values(
+            in_flight=floor_minus(domains.c.in_flight, freed),
+            consecutive_failures=sa.case(
+                (reset, streak), else_=domains.c.consecutive_failures + streak
+            ),
+            updated_at=sa.bindparam("now", type_=UTCDateTime),
+        )
+    )
+
+
+def _free_tenants(tenant: sa.ColumnElement[str], freed: sa.ColumnElement[int]) -> sa.Update:
+    """`freed` of `tenant`'s jobs in flight freed."""
+    return (
+        sa.update(tenants)
+        .where(tenants.c.tenant == tenant)
+        .values(in_flight=floor_minus(tenants.c.in_flight, freed))
+    )
+
+
+_FREE_SLOTS = _free_slots(
+    sa.bindparam("d"),
+    sa.bindparam("freed", type_=sa.Integer),
+    sa.bindparam("reset", type_=sa.Boolean),
+    sa.bindparam("streak", type_=sa.Integer),
 )
+_FREE_TENANTS = _free_tenants(sa.bindparam("t"), sa.bindparam("freed", type_=sa.Integer))
+
+
+def _free_together() -> sa.Select[Any]:
+    """Steps 5 and 6 in one statement (PostgreSQL, `binds_lists`): the domains' and the
+    tenants' updates as data-modifying CTEs over bound lists. Their rows are locked first,
+    each table in name order (`slots`, `owners`: each row locked as it comes out of the
+    sort), and the domains' before the tenants' (`owners` waits for `slots` to be read
+    whole), as a claim locks them: so a record and a claim never lock them crosswise."""
+    slots = materialized(
+        lock_rows(
+            sa.select(domains.c.domain)
+            .where(any_of(domains.c.domain, "d"))
+            .order_by(domains.c.domain)
+        ).cte("slots")
+    )
+    owners = materialized(
+        lock_rows(
+            sa.select(tenants.c.tenant)
+            .where(
+                any_of(tenants.c.tenant, "t"),
+                sa.select(sa.func.count()).select_from(slots).scalar_subquery() >= 0,
+            )
+            .order_by(tenants.c.tenant)
+        ).cte("owners")
+    )
+    given = each_of(
+        "given", d=sa.String(), freed=sa.Integer(), reset=sa.Boolean(), streak=sa.Integer()
+    )
+    of_tenants = each_of("of_tenants", t=sa.String(), tenant_freed=sa.Integer())
+    freed_slots = (
+        _free_slots(given.c.d, given.c.freed, given.c.reset, given.c.streak)
+        .where(domains.c.domain.in_(sa.select(slots.c.domain)))
+        .cte("freed_slots")
+    )
+    freed_tenants = (
+        _free_tenants(of_tenants.c.t, of_tenants.c.tenant_freed)
+        .where(tenants.c.tenant.in_(sa.select(owners.c.tenant)))
+        .cte("freed_tenants")
+    )
+    return sa.select(sa.literal(1)).add_cte(slots, freed_slots, owners, freed_tenants)
+
+
+_FREE_TOGETHER = _free_together()
+
+
+@dataclass(frozen=True)
+class _Freed:
+    """Steps 5 and 6: the domains' slots and the tenants' jobs in flight freed, as one
+    statement where the database binds lists (`_FREE_TOGETHER`), else as two (`apart`,
+    compiled and bound before the transaction)."""
+
+    apart: list[Writes]
+    together: dict[str, Any]
+
+    def run(self, conn: sa.Connection) -> None:
+        if binds_lists(conn):
+            conn.execute(_FREE_TOGETHER, self.together)
+            return
+        for writes in self.apart:
+            writes.run(conn)
 
 
 class Recording:
@@ -303,12 +392,23 @@ class _Plan:
             (_CONFIRM, self.confirm),
             (_FAIL, self.fail),
             (_HAND_BACK, self.hand_back),
-            (_FREE_SLOTS, self.domains),
-            (_FREE_TENANTS, self.tenants),
         ]
         self.writes: list[Writes] = [
             backend.updates(statement, _storable(params)) for statement, params in updates if params
         ]
+        apart = [backend.updates(_FREE_SLOTS, self.domains)]
+        if self.tenants:
+            apart.append(backend.updates(_FREE_TENANTS, self.tenants))
+        together = {
+            "now": now,
+            "d": [row["d"] for row in self.domains],
+            "freed": [row["freed"] for row in self.domains],
+            "reset": [row["reset"] for row in self.domains],
+            "streak": [row["streak"] for row in self.domains],
+            "t": [row["t"] for row in self.tenants],
+            "tenant_freed": [row["freed"] for row in self.tenants],
+        }
+        self.writes.append(_Freed(apart, together))
         # Inserts after the updates: they lock no domain's nor tenant's row. Together: one
         # statement on PostgreSQL.
         new_rows = [
