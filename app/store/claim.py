@@ -72,6 +72,7 @@ from app.store.dialect import (
     each_of,
     lock_rows,
     lock_skipping,
+    locked_in_order,
     materialized,
 )
 from app.store.tables import (
@@ -381,9 +382,8 @@ def _take_and_count() -> sa.Select[Any]:
     and the tenants' turns as data-modifying CTEs, the domains and the tenants given as bound
     lists (`each_of`), the jobs as one (`any_of`). The jobs and the domains' rows are locked
     already (steps 2 and 3); the tenants' rows, which a claim without a tenants' quota has
-    not locked, are locked here first, in name order (`served`: each row is locked as it
-    comes out of the sort, before the update can reach it), so two claims never lock them
-    crosswise."""
+    not locked, are locked here first, in name order (`locked_in_order`), so two claims
+    never lock them crosswise."""
     starts = each_of("starts", d=sa.String(), dn=sa.Integer(), next_start=UTCDateTime())
     turns = each_of(
         "turns",
@@ -393,13 +393,7 @@ def _take_and_count() -> sa.Select[Any]:
         to_next=sa.BigInteger(),
         at=UTCDateTime(),
     )
-    served = materialized(
-        lock_rows(
-            sa.select(tenants.c.tenant)
-            .where(any_of(tenants.c.tenant, "t"))
-            .order_by(tenants.c.tenant)
-        ).cte("served")
-    )
+    served = locked_in_order(tenants.c.tenant, "t", "served")
     taken = _take_update(any_of(jobs.c.id, "ids")).cte("taken")
     started = _starts_update(starts.c.d, starts.c.dn, starts.c.next_start).cte("started")
     turned = (

@@ -41,6 +41,20 @@ def all_rows(
     return packed_rows(conn, statement, params)
 
 
+def locked_in_order(
+    key: sa.Column[Any], values: str, name: str, after: sa.CTE | None = None
+) -> sa.CTE:
+    """The rows whose `key` is in the bound list `values`, locked in `key` order, as a CTE
+    named `name` (PostgreSQL): each row is locked as it comes out of the sort, before any
+    write of the same statement can reach it, so two statements that lock the same rows
+    this way never lock them crosswise. With `after`, not one row before `after` (another
+    such CTE) is read whole, so its table's rows are locked first."""
+    rows = sa.select(key).where(any_of(key, values))
+    if after is not None:
+        rows = rows.where(sa.select(sa.func.count()).select_from(after).scalar_subquery() >= 0)
+    return materialized(lock_rows(rows.order_by(key)).cte(name))
+
+
 def any_found(
     column: sa.ColumnElement[Any], found: sa.ColumnElement[Any]
 ) -> sa.ColumnElement[bool]:

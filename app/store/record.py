@@ -62,12 +62,11 @@ from app.store.backends.writes import NewRows, Writes
 from app.store.deliveries import owe
 from app.store.dialect import (
     all_rows,
-    any_of,
     binds_lists,
     each_of,
     floor_minus,
     lock_rows,
-    materialized,
+    locked_in_order,
 )
 from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is, tenants
 
@@ -247,26 +246,10 @@ _FREE_TENANTS = _free_tenants(sa.bindparam("t"), sa.bindparam("freed", type_=sa.
 def _free_together() -> sa.Select[Any]:
     """Steps 5 and 6 in one statement (PostgreSQL, `binds_lists`): the domains' and the
     tenants' updates as data-modifying CTEs over bound lists. Their rows are locked first,
-    each table in name order (`slots`, `owners`: each row locked as it comes out of the
-    sort), and the domains' before the tenants' (`owners` waits for `slots` to be read
-    whole), as a claim locks them: so a record and a claim never lock them crosswise."""
-    slots = materialized(
-        lock_rows(
-            sa.select(domains.c.domain)
-            .where(any_of(domains.c.domain, "d"))
-            .order_by(domains.c.domain)
-        ).cte("slots")
-    )
-    owners = materialized(
-        lock_rows(
-            sa.select(tenants.c.tenant)
-            .where(
-                any_of(tenants.c.tenant, "t"),
-                sa.select(sa.func.count()).select_from(slots).scalar_subquery() >= 0,
-            )
-            .order_by(tenants.c.tenant)
-        ).cte("owners")
-    )
+    each table in name order, the domains' before the tenants' (`locked_in_order`), as a
+    claim locks them: so a record and a claim never lock them crosswise."""
+    slots = locked_in_order(domains.c.domain, "d", "slots")
+    owners = locked_in_order(tenants.c.tenant, "t", "owners", after=slots)
     given = each_of(
         "given", d=sa.String(), freed=sa.Integer(), reset=sa.Boolean(), streak=sa.Integer()
     )
