@@ -70,6 +70,7 @@ from app.store.dialect import (
     any_of,
     binds_lists,
     each_of,
+    lists_of,
     lock_rows,
     lock_skipping,
     locked_in_order,
@@ -481,7 +482,7 @@ def find_candidates(conn: sa.Connection, limit: int, now: datetime, rules: Share
     weights = [rules.tenant_weight(tenant) for tenant in waiting]
     counts = candidates_per_tenant(weights, limit, rules.tenant_max_in_flight)
     turns = {tenant: TenantState(*state) for tenant, *state, _ in rows}
-    if binds_lists(conn):
+    if binds_lists(conn.dialect.name):
         bound = _bound(now, rules, tenant=waiting, count=counts)
         found = all_rows(conn, _CANDIDATES_LOCKING_DOMAINS, bound)
         states = {
@@ -571,13 +572,13 @@ def claim_in(
     }
     starts = _starts(chosen, states, now, rules)
     served = _served(chosen, turns, floor, now, rules)
-    if binds_lists(conn):
+    if binds_lists(conn.dialect.name):
         conn.execute(
             _TAKE_AND_COUNT,
             taken
             | {"floor": floor}
-            | _lists(starts, d="d", dn="n", next_start="next_start")
-            | _lists(served, t="t", tn="n", to_last="to_last", to_next="to_next", at="at"),
+            | lists_of(starts, d="d", dn="n", next_start="next_start")
+            | lists_of(served, t="t", tn="n", to_last="to_last", to_next="to_next", at="at"),
         )
     else:
         conn.execute(_TAKE, taken)
@@ -686,8 +687,3 @@ def _served(
         }
         for tenant, s in sorted(served.items())
     ]
-
-
-def _lists(rows: list[dict[str, Any]], **keys: str) -> dict[str, list[Any]]:
-    """The rows' values as bound lists (`each_of`), each list named for a row key."""
-    return {name: [row[key] for row in rows] for name, key in keys.items()}

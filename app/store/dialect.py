@@ -65,7 +65,7 @@ def any_found(
     return column == sa.any_(sa.cast(values, ARRAY(column.type)))
 
 
-def binds_lists(conn: sa.Connection) -> bool:
+def binds_lists(dialect: str) -> bool:
     """Can a statement take bound lists, join each value to a subquery of its own (`each_of`
     and LATERAL), and write over them (data-modifying CTEs)? PostgreSQL can, and a claim is
     then three statements whatever the number of tenants: its candidates with their
@@ -73,8 +73,14 @@ def binds_lists(conn: sa.Connection) -> bool:
     a UNION ALL of one subquery per tenant took 12 ms, 9 of them planning it anew each
     time), and its take with the counts of the domains and tenants in another, each a round
     trip saved. SQLite has neither lists, LATERAL nor writes in CTEs, plans the UNION ALL in
-    no time, and runs its statements in the writer thread with no trip to make."""
-    return conn.dialect.name == "postgresql"
+    no time, and runs its statements in the writer thread with no trip to make. `dialect`:
+    a connection's dialect's name, or a backend's (`Backend.name`), which is the same."""
+    return dialect == "postgresql"
+
+
+def lists_of(rows: Sequence[dict[str, Any]], **keys: str) -> dict[str, list[Any]]:
+    """The rows' values as bound lists (`each_of`), each list named for a row key."""
+    return {name: [row[key] for row in rows] for name, key in keys.items()}
 
 
 def each_of(name: str = "each", **lists: sa.types.TypeEngine[Any]) -> sa.TableValuedAlias:

@@ -58,13 +58,14 @@ from app.model import (
 )
 from app.safe_strings import storable_text
 from app.store.backends import Backend
-from app.store.backends.writes import NewRows, Writes
+from app.store.backends.writes import NewRows, Once, Writes
 from app.store.deliveries import owe
 from app.store.dialect import (
     all_rows,
     binds_lists,
     each_of,
     floor_minus,
+    lists_of,
     lock_rows,
     locked_in_order,
 )
@@ -270,23 +271,6 @@ def _free_together() -> sa.Select[Any]:
 _FREE_TOGETHER = _free_together()
 
 
-@dataclass(frozen=True)
-class _Freed:
-    """Steps 5 and 6: the domains' slots and the tenants' jobs in flight freed, as one
-    statement where the database binds lists (`_FREE_TOGETHER`), else as two (`apart`,
-    compiled and bound before the transaction)."""
-
-    apart: list[Writes]
-    together: dict[str, Any]
-
-    def run(self, conn: sa.Connection) -> None:
-        if binds_lists(conn):
-            conn.execute(_FREE_TOGETHER, self.together)
-            return
-        for writes in self.apart:
-            writes.run(conn)
-
-
 class Recording:
     """Outcomes to record at `now`, their writes compiled and bound (`_Plan`); a job keeps
     `versions` of its content."""
@@ -379,19 +363,14 @@ class _Plan:
         self.writes: list[Writes] = [
             backend.updates(statement, _storable(params)) for statement, params in updates if params
         ]
-        apart = [backend.updates(_FREE_SLOTS, self.domains)]
-        if self.tenants:
-            apart.append(backend.updates(_FREE_TENANTS, self.tenants))
-        together = {
-            "now": now,
-            "d": [row["d"] for row in self.domains],
-            "freed": [row["freed"] for row in self.domains],
-            "reset": [row["reset"] for row in self.domains],
-            "streak": [row["streak"] for row in self.domains],
-            "t": [row["t"] for row in self.tenants],
-            "tenant_freed": [row["freed"] for row in self.tenants],
-        }
-        self.writes.append(_Freed(apart, together))
+        if binds_lists(backend.name):
+            lists = lists_of(self.domains, d="d", freed="freed", reset="reset", streak="streak")
+            lists |= lists_of(self.tenants, t="t", tenant_freed="freed")
+            self.writes.append(Once(_FREE_TOGETHER, lists | {"now": now}))
+        else:
+            self.writes.append(backend.updates(_FREE_SLOTS, self.domains))
+            if self.tenants:
+                self.writes.append(backend.updates(_FREE_TENANTS, self.tenants))
         # Inserts after the updates: they lock no domain's nor tenant's row. Together: one
         # statement on PostgreSQL.
         new_rows = [

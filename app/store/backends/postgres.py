@@ -38,7 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from app.database_url import parsed
 from app.model import wake_payload
 from app.store.backends.postgres_listen import CONNECT_TIMEOUT_SECONDS, NOTIFY_CHANNEL, listening
-from app.store.backends.writes import NewRows, Writes
+from app.store.backends.writes import InTurn, NewRows, Once, Writes
 
 log = logging.getLogger("ingest.store")
 
@@ -151,7 +151,7 @@ class PostgresBackend:
         the rows sent as arrays, one per column): one round trip, of a statement prepared
         once whatever the number of rows."""
         shape, params = _as_arrays(writes)
-        return _ExecuteOnce(_pg_inserts(shape), params)
+        return Once(_pg_inserts(shape), params) if shape else InTurn([])
 
     async def insert_and_wake(
         self, engine: AsyncEngine, writes: Sequence[NewRows], priority: int | None = None
@@ -228,18 +228,6 @@ class _ExecuteMany:
     def run(self, conn: sa.Connection) -> None:
         if self.rows:
             conn.execute(self.statement, self.rows)
-
-
-@dataclass(frozen=True)
-class _ExecuteOnce:
-    """PostgreSQL's: one statement, run once with its parameters."""
-
-    statement: sa.Select[Any]
-    params: dict[str, Any]
-
-    def run(self, conn: sa.Connection) -> None:
-        if self.params:
-            conn.execute(self.statement, self.params)
 
 
 _Shape = tuple[tuple[sa.Table, tuple[str, ...], bool], ...]

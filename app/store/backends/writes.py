@@ -34,3 +34,14 @@ class InTurn:
     def run(self, conn: sa.Connection) -> None:
         for writes in self.writes:
             writes.run(conn)
+
+
+@dataclass(frozen=True)
+class Once:
+    """One statement, run once with its parameters."""
+
+    statement: sa.Executable
+    params: dict[str, Any]
+
+    def run(self, conn: sa.Connection) -> None:
+        conn.execute(self.statement, self.params)
