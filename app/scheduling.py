@@ -36,7 +36,8 @@ class ShareRules:
     domain_max_in_flight: int
     domain_min_interval_seconds: float
     robots_crawl_delay_max_seconds: float | None
-    """The longest Crawl-delay honoured; None: robots.txt is ignored, its Crawl-delay too."""
+    """The longest Crawl-delay honoured; None: every tenant ignores robots.txt, its Crawl-delay
+    too."""
     tenant_max_in_flight: int
     """0: no limit."""
     tenant_weights: Mapping[str, int]

@@ -140,28 +140,50 @@ MAX_TENANT_WEIGHT = 100
 others' away within a claim of 32."""
 
 
-def parse_tenant_weights(value: str) -> dict[str, int]:
-    """Parse `"acme:3,globex:1"` into {tenant: weight}, each weight a whole number from 1 to
-    MAX_TENANT_WEIGHT."""
-    weights: dict[str, int] = {}
+def _tenant_values(value: str, what: str) -> dict[str, str]:
+    """Split `"acme:x,globex:y"` into {tenant: "x"}: each entry tenant:`what`, each tenant once."""
+    values: dict[str, str] = {}
     for entry in value.split(","):
         entry = entry.strip()
         if not entry:
             continue
-        tenant, sep, weight = entry.rpartition(":")
+        tenant, sep, given = entry.rpartition(":")
         tenant = tenant.strip()
         if not sep or not tenant:
-            raise ValueError(f"{entry!r} is not tenant:weight")
-        if tenant in weights:
-            raise ValueError(f"tenant {tenant!r} is given two weights")
+            raise ValueError(f"{entry!r} is not tenant:{what}")
+        if tenant in values:
+            raise ValueError(f"tenant {tenant!r} is given two {what}s")
+        values[tenant] = given.strip()
+    return values
+
+
+def parse_tenant_weights(value: str) -> dict[str, int]:
+    """Parse `"acme:3,globex:1"` into {tenant: weight}, each weight a whole number from 1 to
+    MAX_TENANT_WEIGHT."""
+    weights: dict[str, int] = {}
+    for tenant, weight in _tenant_values(value, "weight").items():
         try:
-            number = int(weight.strip())
+            number = int(weight)
         except ValueError:
             number = 0
         if not 1 <= number <= MAX_TENANT_WEIGHT:
-            raise ValueError(f"{entry!r}: a weight is a whole number from 1 to {MAX_TENANT_WEIGHT}")
+            raise ValueError(
+                f"{tenant}:{weight}: a weight is a whole number from 1 to {MAX_TENANT_WEIGHT}"
+            )
         weights[tenant] = number
     return weights
+
+
+ROBOTS_RULES = ("obey", "ignore")
+
+
+def parse_tenant_robots(value: str) -> dict[str, str]:
+    """Parse `"acme:obey,globex:ignore"` into {tenant: rule}, each rule obey or ignore."""
+    rules = _tenant_values(value, "rule")
+    for tenant, rule in rules.items():
+        if rule not in ROBOTS_RULES:
+            raise ValueError(f"{tenant}:{rule}: a tenant's robots.txt rule is obey or ignore")
+    return rules
 
 
 def _split_names(value: object) -> object:
@@ -370,6 +392,11 @@ class Settings(BaseSettings):
         description="obey: read each domain's robots.txt (RFC 9309) before fetching from it; a "
         "URL it disallows is dead (robots), its Crawl-delay spaces the domain's fetches. "
         "ignore: never ask for robots.txt.",
+    )
+    tenant_robots_txt: Annotated[dict[str, Literal["obey", "ignore"]], NoDecode] = Field(
+        {},
+        description="Tenants whose robots.txt rule differs from INGEST_ROBOTS_TXT, as "
+        "tenant:obey|ignore,... (acme:obey obeys robots.txt for acme's jobs only).",
     )
     robots_cache_seconds: float = Field(
         86400.0,
@@ -649,6 +676,11 @@ class Settings(BaseSettings):
     @classmethod
     def _weights(cls, value: object) -> object:
         return parse_tenant_weights(value) if isinstance(value, str) else value
+
+    @field_validator("tenant_robots_txt", mode="before")
+    @classmethod
+    def _tenant_robots(cls, value: object) -> object:
+        return parse_tenant_robots(value) if isinstance(value, str) else value
 
     @field_validator("tenant_weights")
     @classmethod

@@ -47,7 +47,8 @@ class Views:
     records: "RecordRules"
     fetch: "FetchLimits"
     robots: "RobotsLimits | None"
-    """None: robots.txt is ignored (INGEST_ROBOTS_TXT=ignore)."""
+    """None: robots.txt is ignored for every tenant (INGEST_ROBOTS_TXT=ignore, and no tenant
+    obeys it by INGEST_TENANT_ROBOTS_TXT)."""
     batching: "Batching"
     worker: "WorkerRules"
     deliveries: "DeliveryRules"
@@ -69,6 +70,9 @@ class Views:
         from app.worker import WorkerRules
 
         obey = settings.robots_txt == "obey"
+        tenants_obey = {t: rule == "obey" for t, rule in settings.tenant_robots_txt.items()}
+        # robots.txt is read, and its Crawl-delay honoured, as soon as one tenant obeys it.
+        anyone_obeys = obey or any(tenants_obey.values())
         return cls(
             retry=RetryRules(
                 backoff_base_seconds=settings.backoff_base_seconds,
@@ -82,7 +86,7 @@ class Views:
                 domain_max_in_flight=settings.domain_max_in_flight,
                 domain_min_interval_seconds=settings.domain_min_interval_seconds,
                 robots_crawl_delay_max_seconds=(
-                    settings.robots_crawl_delay_max_seconds if obey else None
+                    settings.robots_crawl_delay_max_seconds if anyone_obeys else None
                 ),
                 tenant_max_in_flight=settings.tenant_max_in_flight,
                 tenant_weights=settings.tenant_weights,
@@ -113,8 +117,10 @@ class Views:
                 cache_seconds=settings.robots_cache_seconds,
                 max_bytes=settings.robots_max_bytes,
                 unreachable_max_seconds=settings.robots_unreachable_max_seconds,
+                obey=obey,
+                tenants=tenants_obey,
             )
-            if obey
+            if anyone_obeys
             else None,
             batching=Batching(
                 slots=settings.worker_concurrency,

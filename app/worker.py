@@ -116,7 +116,8 @@ class Worker:
         )
         self.rand = rand
         self.robots = robots
-        """Asked before each fetch when robots.txt is obeyed; None (no cost) when ignored."""
+        """Asked before the fetches of the tenants that obey robots.txt; None (no cost) when
+        every tenant ignores it."""
         self._fetch_times = FetchTimes()
         self._unsettled = 0
         """Fetches started whose outcome is not handed to the completer yet."""
@@ -324,9 +325,9 @@ class Worker:
         self.completer.add(outcome)
 
     async def _fetch(self, lease: Lease) -> Fetched | Unmodified | Failure:
-        """The lease's fetch, once its robots.txt allows it (when obeyed): else the failure
-        that makes it dead (disallowed) or retried (robots.txt not read now)."""
-        if self.robots is not None:
+        """The lease's fetch, once its robots.txt allows it (when its tenant obeys it): else
+        the failure that makes it dead (disallowed) or retried (robots.txt not read now)."""
+        if self.robots is not None and self.robots.limits.obeyed_by(lease.tenant):
             check = await self.robots.check(lease.url)
             if check.read is not None:
                 await self._keep_crawl_delay(lease, check.read.crawl_delay(self.robots.token))

@@ -3,6 +3,8 @@ records every request, on both backends."""
 
 from collections.abc import Callable
 
+import pytest
+
 from app.clock import utc_now
 from app.fetch.fetcher import Fetcher
 from app.fetch.robots import RobotsTxt
@@ -43,6 +45,35 @@ async def test_a_disallowed_url_dies_robots_and_an_allowed_one_succeeds(
     assert "succeeded" == done["status"]
     assert (0, 1, 1) == (web.count("/private/page"), web.count("/public"), web.count("/robots.txt"))
     assert web.headers["/robots.txt"][0]["User-Agent"] == "ingest/0.1"
+
+
+@pytest.mark.parametrize(
+    "rules_of",
+    [
+        pytest.param({"robots_txt": "ignore", "tenant_robots_txt": "acme:obey"}, id="acme-obeys"),
+        pytest.param(
+            {"robots_txt": "obey", "tenant_robots_txt": "globex:ignore"}, id="globex-ignores"
+        ),
+    ],
+)
+async def test_each_tenant_obeys_or_ignores_robots_txt_as_its_rule_says(
+    make_settings: Callable[..., Settings], web: ScriptedServer, rules_of: dict[str, str]
+):
+    """With acme obeying robots.txt and globex ignoring it (by the default or by its own
+    rule), the same disallowed URL is dead (robots) for acme, never requested for it, and
+    fetched for globex; robots.txt is read for acme's job only."""
+    robots(web, rules("User-agent: *\nDisallow: /private\n"))
+    async with running_app(make_settings(**rules_of)) as (_, client):
+        obeying = await submit(client, web.url("/private/a"), tenant="acme")
+        ignoring = await submit(client, web.url("/private/g"), tenant="globex")
+        dead = await wait_for_status(client, obeying["id"], "dead")
+        done = await wait_for_status(client, ignoring["id"], "succeeded")
+    assert ("robots", "succeeded") == (dead["dead_reason"], done["status"])
+    assert (0, 1, 1) == (
+        web.count("/private/a"),
+        web.count("/private/g"),
+        web.count("/robots.txt"),
+    )
 
 
 async def test_a_missing_robots_txt_allows_everything(make_settings, web):

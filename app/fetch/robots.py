@@ -24,7 +24,8 @@ Never raises for a failure of the remote side.
 import asyncio
 import zlib
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import httpx
@@ -78,6 +79,14 @@ class RobotsLimits:
     """Of a robots.txt, this many bytes are read (INGEST_ROBOTS_MAX_BYTES)."""
     unreachable_max_seconds: float
     """A robots.txt failing this long is taken as absent (INGEST_ROBOTS_UNREACHABLE_MAX_SECONDS)."""
+    obey: bool = True
+    """Whether a tenant not named in `tenants` obeys robots.txt (INGEST_ROBOTS_TXT)."""
+    tenants: Mapping[str, bool] = field(default_factory=dict)
+    """The tenants whose rule differs: True obeys (INGEST_TENANT_ROBOTS_TXT)."""
+
+    def obeyed_by(self, tenant: str) -> bool:
+        """Whether `tenant`'s jobs ask robots.txt before their fetch."""
+        return self.tenants.get(tenant, self.obey)
 
 
 @dataclass(frozen=True)

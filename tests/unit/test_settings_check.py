@@ -89,6 +89,27 @@ def refused(monkeypatch: pytest.MonkeyPatch, **env: str) -> list[str]:
             "1",
             "INGEST_BACKOFF_MAX_SECONDS must be >= INGEST_BACKOFF_BASE_SECONDS",
         ),
+        (
+            "INGEST_TENANT_WEIGHTS",
+            "acme:3,globex:0",
+            "INGEST_TENANT_WEIGHTS: globex:0: a weight is a whole number from 1 to 100",
+        ),
+        (
+            "INGEST_TENANT_WEIGHTS",
+            "acme:3,acme:1",
+            "INGEST_TENANT_WEIGHTS: tenant 'acme' is given two weights",
+        ),
+        (
+            "INGEST_TENANT_ROBOTS_TXT",
+            "acme:obey,globex:maybe",
+            "INGEST_TENANT_ROBOTS_TXT: globex:maybe: a tenant's robots.txt rule is obey or ignore",
+        ),
+        (
+            "INGEST_TENANT_ROBOTS_TXT",
+            "acme:obey,acme:ignore",
+            "INGEST_TENANT_ROBOTS_TXT: tenant 'acme' is given two rules",
+        ),
+        ("INGEST_TENANT_ROBOTS_TXT", "obey", "INGEST_TENANT_ROBOTS_TXT: 'obey' is not tenant:rule"),
     ],
 )
 def test_an_invalid_value_is_said_with_what_the_variable_accepts(
