@@ -33,8 +33,9 @@ with the project's own code paths:
 - stats: `JobStore.stats()` (what `GET /stats` calls), whole and for the biggest tenant;
 - retention (`--cycles` times): `prune_jobs` deleting `--prune` succeeded jobs (the oldest)
   in its batches while claims run beside it (their latency before and during), then VACUUM
-  as autovacuum would, then as many finished jobs inserted again, newer; the tables' and
-  indexes' sizes at each step.
+  as autovacuum would, then as many finished jobs inserted again, newer (the job counts'
+  changes folded after the delete and after the refill, as a worker does every 30 s);
+  the tables' and indexes' sizes at each step.
 
 The plan of the list and stats queries is printed (PostgreSQL: EXPLAIN ANALYZE, BUFFERS).
 """
@@ -481,6 +482,9 @@ async def retention_cycle(
     deleted, during = await asyncio.gather(pruning(), claimer.until(done))
     took = time.monotonic() - began
     say(f"  cycle {cycle}: pruned {deleted:,} in {took:.0f}s")
+    # Every worker folds the changes to the job counts each FOLD_INTERVAL (30 s): the ones
+    # the delete and the refill below leave are folded as a worker running beside would.
+    await claimer.queue.fold_counts()
     measured["after the delete"] = await sizes(database)
     await vacuum(database)
     measured["after VACUUM"] = await sizes(database)
@@ -494,6 +498,7 @@ async def retention_cycle(
     last = first + prune - 1
     await fill_jobs(database, shape, first, last, base, 3600 / prune, last + 1)
     await fill_children(database, base, base + timedelta(hours=1))
+    await claimer.queue.fold_counts()
     await vacuum(database, analyze=True)
     measured["after the refill"] = await sizes(database)
     rows = [

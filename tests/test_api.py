@@ -6,10 +6,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
 from app import policy
-from app.model import DeadReason, ErrorKind, Failure, MarkDead
+from app.clock import utc_now
+from app.model import DeadReason, ErrorKind, Failure, MarkDead, NewJob
 from app.store.database import Database
+from app.store.jobs import JobStore
 from tests.conftest import running_app, wait_for_status
 from tests.outcomes import failed, record
 from tests.stores import queue_on
@@ -135,6 +138,26 @@ async def test_idempotency_key(client):
     assert "application/problem+json" == other_body.headers["content-type"]
     assert 201 == other_tenant.status_code
     assert first.json()["id"] != other_tenant.json()["id"]
+
+
+async def test_the_database_holds_one_job_per_tenant_and_idempotency_key(database_url):
+    """What settles two submits racing with one key: the database refuses a second job of a
+    tenant under a key (on PostgreSQL a partial index of the jobs with a key, migration
+    0016), and takes the same key for another tenant and any number of jobs without one."""
+
+    def new(tenant: str, key: str | None) -> NewJob:
+        return NewJob(URL, "example.com", tenant, max_attempts=1, idempotency_key=key)
+
+    database = Database(database_url)
+    store = JobStore(database, utc_now)
+    try:
+        await store.submit([new("a", "k"), new("b", "k"), new("a", None), new("a", None)])
+        with pytest.raises(IntegrityError):
+            await store.submit([new("a", "k")])
+        counts = (await store.stats()).counts
+    finally:
+        await database.dispose()
+    assert 4 == counts["pending"]
 
 
 async def test_pagination_newest_first_without_gaps(client):

@@ -310,3 +310,37 @@ def test_contents_are_compressed_by_lz4_from_migration_0015(blank_url):
     if blank_url.startswith("postgresql"):
         methods = "SELECT pg_column_compression(content) FROM job_contents ORDER BY version"
         assert [("pglz",), ("lz4",), ("pglz",)] == _read(blank_url, methods)
+
+
+KEYED_JOB = """INSERT INTO jobs (id, url, domain, tenant, status, priority, attempts, max_attempts,
+deferrals, idempotency_key, created_at, updated_at) VALUES (:id, 'http://a.test/', 'a.test',
+'default', 'pending', 0, 0, 4, 0, :key, '2026-12-01 10:00:00', '2026-12-01 10:00:00')"""
+KEY_INDEXES = """SELECT indexname, indexdef LIKE '%WHERE (idempotency_key IS NOT NULL)%'
+FROM pg_indexes WHERE tablename = 'jobs' AND indexname LIKE 'uq_jobs_%' ORDER BY 1"""
+
+
+def test_idempotency_keys_are_indexed_where_given_from_migration_0016(blank_url):
+    """Migration 0016: on PostgreSQL the unique constraint over every job becomes a unique
+    index of the jobs with a key, and back on downgrade; across both, a second job of a
+    tenant under a key is refused and jobs without a key are not (SQLite keeps its
+    constraint)."""
+
+    def job(key: str | None) -> tuple[str, dict]:
+        return KEYED_JOB, {"id": str(uuid.uuid4()), "key": key}
+
+    config = alembic_config(blank_url)
+    command.upgrade(config, "0015")
+    _write(blank_url, job("k1"), job(None))
+    command.upgrade(config, "0016")
+    _write(blank_url, job(None), job("k2"))
+    with pytest.raises(sa.exc.IntegrityError):
+        _write(blank_url, job("k1"))
+    if blank_url.startswith("postgresql"):
+        given = [("uq_jobs_tenant_given_idempotency_key", True)]
+        assert given == _read(blank_url, KEY_INDEXES)
+    command.downgrade(config, "0015")
+    with pytest.raises(sa.exc.IntegrityError):
+        _write(blank_url, job("k2"))
+    if blank_url.startswith("postgresql"):
+        assert [("uq_jobs_tenant_idempotency_key", False)] == _read(blank_url, KEY_INDEXES)
+    assert [(4,)] == _read(blank_url, "SELECT count(*) FROM jobs")

@@ -6,7 +6,7 @@ writes, wake-ups) is theirs (`app.store.backends`).
 """
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -115,3 +115,23 @@ def partial_index(name: str, *columns: Any, where: str) -> sa.Index:
     it). Each dialect takes the predicate under its own keyword."""
     predicate = sa.text(where)
     return sa.Index(name, *columns, postgresql_where=predicate, sqlite_where=predicate)
+
+
+T = TypeVar("T", sa.Index, sa.UniqueConstraint)
+
+ONLY_ON = "only_on"
+"""The `info` key of a schema item made on one dialect only (`only_on`)."""
+
+
+def only_on(dialect_name: str, item: T) -> T:
+    """`item` (an index or a constraint) made on `dialect_name` only: where the dialects need
+    different objects for one rule. Marked in its `info` for Alembic's comparison
+    (`made_on`), which does not read `ddl_if`."""
+    item.info[ONLY_ON] = dialect_name
+    return item.ddl_if(dialect=dialect_name)
+
+
+def made_on(dialect_name: str, item: Any) -> bool:
+    """Whether the models make `item` on `dialect_name` (Alembic's `include_object`)."""
+    made_only_on: str = getattr(item, "info", {}).get(ONLY_ON, dialect_name)
+    return made_only_on == dialect_name

@@ -18,7 +18,7 @@ from pydantic import PrivateAttr
 from sqlmodel import JSON, Column, Field, SQLModel
 
 from app.model import Blocked, JobStatus
-from app.store.dialect import partial_index
+from app.store.dialect import only_on, partial_index
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -138,7 +138,24 @@ class JobRow(JobFields, table=True):
     meta: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
 
     __table_args__ = (
-        sa.UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
+        # One job per tenant and idempotency key. On PostgreSQL an index of the jobs that
+        # have a key (migration 0016): every update of a job row adds an entry to each of its
+        # full indexes, and most jobs have none. SQLite touches no index whose columns an
+        # update leaves alone: its constraint stays as created.
+        only_on(
+            "sqlite",
+            sa.UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
+        ),
+        only_on(
+            "postgresql",
+            sa.Index(
+                "uq_jobs_tenant_given_idempotency_key",
+                "tenant",
+                "idempotency_key",
+                unique=True,
+                postgresql_where=sa.text("idempotency_key IS NOT NULL"),
+            ),
+        ),
         # Earliest retry_after, so an idle worker knows how long it may wait.
         partial_index(
             "ix_jobs_pending_retry_after",

@@ -12,6 +12,7 @@ from sqlmodel import SQLModel
 
 from app.store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from app.store.backends import backend_for
+from app.store.dialect import made_on
 
 
 def _run(connection: Connection) -> None:
@@ -21,6 +22,8 @@ def _run(connection: Connection) -> None:
         # SQLite cannot ALTER most things in place; batch mode rebuilds the table.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        # An index or constraint the models make on one dialect only is compared there only.
+        include_object=lambda item, *_: made_on(connection.dialect.name, item),
     )
     with context.begin_transaction():
         context.run_migrations()
