@@ -16,6 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+HOLD_SECONDS = 30.0
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -26,6 +28,9 @@ class Reply:
     headers: dict[str, str | bytes] = field(default_factory=dict)
     delay: float = 0.0
     """Seconds to wait before answering."""
+    hold: threading.Event | None = None
+    """Answer only once this is set (or HOLD_SECONDS have passed): a server as slow as the
+    test needs, whatever the machine's speed."""
     drop: bool = False
     """Close the connection without answering (the client sees RemoteProtocolError)."""
 
@@ -100,6 +105,8 @@ class ScriptedServer:
                 try:
                     if reply.delay:
                         time.sleep(reply.delay)
+                    if reply.hold is not None:
+                        reply.hold.wait(HOLD_SECONDS)
                     if reply.drop:
                         self.close_connection = True
                         return
