@@ -10,7 +10,7 @@ table and .env.example carry, and beside them the checks that tie knobs together
 import ipaddress
 import os
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -174,14 +174,16 @@ def parse_tenant_weights(value: str) -> dict[str, int]:
     return weights
 
 
-ROBOTS_RULES = ("obey", "ignore")
+RobotsRule = Literal["obey", "ignore"]
+"""Whether robots.txt is read and obeyed before a fetch (INGEST_ROBOTS_TXT, per tenant
+INGEST_TENANT_ROBOTS_TXT)."""
 
 
 def parse_tenant_robots(value: str) -> dict[str, str]:
     """Parse `"acme:obey,globex:ignore"` into {tenant: rule}, each rule obey or ignore."""
     rules = _tenant_values(value, "rule")
     for tenant, rule in rules.items():
-        if rule not in ROBOTS_RULES:
+        if rule not in get_args(RobotsRule):
             raise ValueError(f"{tenant}:{rule}: a tenant's robots.txt rule is obey or ignore")
     return rules
 
@@ -387,13 +389,13 @@ class Settings(BaseSettings):
 
     # robots.txt (app/robots.py, app/fetch/robots.py): opt-in, since users submit the URLs
     # they want fetched
-    robots_txt: Literal["obey", "ignore"] = Field(
+    robots_txt: RobotsRule = Field(
         "ignore",
         description="obey: read each domain's robots.txt (RFC 9309) before fetching from it; a "
         "URL it disallows is dead (robots), its Crawl-delay spaces the domain's fetches. "
         "ignore: never ask for robots.txt.",
     )
-    tenant_robots_txt: Annotated[dict[str, Literal["obey", "ignore"]], NoDecode] = Field(
+    tenant_robots_txt: Annotated[dict[str, RobotsRule], NoDecode] = Field(
         {},
         description="Tenants whose robots.txt rule differs from INGEST_ROBOTS_TXT, as "
         "tenant:obey|ignore,... (acme:obey obeys robots.txt for acme's jobs only).",

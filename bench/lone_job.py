@@ -23,16 +23,16 @@ import sqlalchemy as sa
 
 from app import policy
 from app.clock import utc_now
-from app.model import Fetched, NewJob
+from app.model import NewJob
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.views import Views
+from bench.fair_claim import RESULT
 from bench.harness import backends, drop_database, fmt, fresh_database, median, table
 
 DATABASE = "ingest_bench_lone"
-RESULT = Fetched(200, "http://x/", "text/html", 1, "0" * 64, None)
 WARM_UP = 50
 
 

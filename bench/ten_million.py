@@ -52,7 +52,7 @@ import sqlalchemy as sa
 
 from app import policy
 from app.clock import utc_now
-from app.model import Fetched, JobStatus
+from app.model import JobStatus
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore, encode_cursor
@@ -61,10 +61,10 @@ from app.store.retention import prune_jobs
 from app.store.tables import Job
 from app.views import Views
 from bench.claim import claim_plans
+from bench.fair_claim import RESULT
 from bench.harness import drop_database, fmt, fresh_database, median, percentile, table
 
 DATABASE = "ingest_tenmillion"
-RESULT = Fetched(200, "http://x/", "text/html", 1, "0" * 64, None)
 CHUNK = 1_000_000
 """Jobs inserted per statement, each statement its own transaction."""
 FINISHED_SPAN = timedelta(days=30)
