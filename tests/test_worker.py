@@ -200,13 +200,14 @@ async def test_heartbeats_go_on_through_the_grace_period(make_settings, web, cap
     """Stopped during a fetch longer than its lease, with a longer grace: the worker keeps
     renewing the lease while it waits, so another worker has nothing to take back, and the
     job succeeds with one fetch."""
-    url = web.script("/slow", Reply(delay=6.0))
+    url = web.script("/slow", Reply(delay=10.0))
     caplog.set_level(logging.INFO, logger="ingest.worker")  # a failure's line says why
-    # Limits far past the 6 s reply: on a busy machine it once came too late for 5 s ones
-    # (with a 2 s reply). A lease of 3 s, twice shorter than the fetch: with 1 s ones, a
-    # heartbeat a second late on a busy machine lost it (CI, once).
+    # Limits far past the 10 s reply: on a busy machine it once came too late for 5 s ones
+    # (with a 2 s reply). A lease of 5 s, twice shorter than the fetch, renewed every 1.7 s:
+    # a lease of 1 s was lost once in CI to a heartbeat a second late, and one of 3 s (a
+    # 6 s reply) to a loop held two seconds on a busy box.
     settings = make_settings(
-        lease_seconds=3.0,
+        lease_seconds=5.0,
         shutdown_grace_seconds=20.0,
         connect_timeout_seconds=10.0,
         read_timeout_seconds=20.0,
