@@ -431,7 +431,9 @@ async def test_total_deadline_turns_a_hung_server_into_fetch_timeout() -> None:
     elapsed = time.monotonic() - started
 
     expected = Failure(ErrorKind.TRANSIENT, "FetchTimeout", "no complete answer within 0.2s")
-    assert (expected, True) == (result, 0.15 < elapsed < 1.0)
+    # Not before the deadline; and cut off, not left to the handler's 30 s (the upper bound
+    # leaves a busy machine seconds of slack).
+    assert (expected, True) == (result, 0.15 < elapsed < 10.0)
 
 
 async def test_total_deadline_covers_a_slow_body() -> None:
@@ -451,7 +453,8 @@ async def test_total_deadline_covers_a_slow_body() -> None:
     )
     elapsed = time.monotonic() - started
 
-    assert ("FetchTimeout", True) == (result.type, elapsed < 1.0)
+    # The body never ends: any end at all is the deadline's (a loose bound for a busy machine).
+    assert ("FetchTimeout", True) == (result.type, elapsed < 10.0)
 
 
 # ---- through the default transport, mocked by respx --------------------------------------
