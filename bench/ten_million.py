@@ -31,6 +31,9 @@ with the project's own code paths:
   first page, the next through its cursor, and pages whose cursor sits half-way down and
   at the end of the dead jobs;
 - stats: `JobStore.stats()` (what `GET /stats` calls), whole and for the biggest tenant;
+- with `--steady S`: claims and records back to back for S seconds (each claim's jobs
+  recorded as above), the claims' p50 and p99 per 500: the drift of a table gathering
+  dead row versions, or kept by autovacuum where it runs (some 200,000 jobs a 120 s);
 - retention (`--cycles` times): `prune_jobs` deleting `--prune` succeeded jobs (the oldest)
   in its batches while claims run beside it (their latency before and during), then VACUUM
   as autovacuum would, then as many finished jobs inserted again, newer (the job counts'
@@ -391,6 +394,21 @@ class Claimer:
         return times
 
 
+async def steady(database: Database, seconds: float, window: int = 500) -> list[list[str]]:
+    """Claims and records back to back for `seconds`, as a worker draining the backlog at
+    full speed: a row per `window` claims, so the drift of a table gathering dead row
+    versions (and vacuumed, if autovacuum runs) shows."""
+    claimer = Claimer(database)
+    rows: list[list[str]] = []
+    began = time.monotonic()
+    while time.monotonic() - began < seconds:
+        claims = await claimer.repeat(window)
+        name = f"steady, claims {len(rows) * window + 1:,}-{(len(rows) + 1) * window:,}"
+        rows.append(line(f"{name} ({time.monotonic() - began:.0f} s)", claims))
+        say(" ".join(rows[-1]))
+    return rows
+
+
 async def dead_cursor(database: Database, depth: int) -> str:
     """The cursor of the page that starts `depth` dead jobs down the list."""
     stmt = sa.text(
@@ -538,6 +556,9 @@ async def main() -> None:
     parser.add_argument("--tenants", type=int, default=100)
     parser.add_argument("--content-share", type=float, default=0.05)
     parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument(
+        "--steady", type=float, default=0, help="then claim and record back to back for S s"
+    )
     parser.add_argument("--prune", type=int, default=1_000_000)
     parser.add_argument("--cycles", type=int, default=2)
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
@@ -560,6 +581,8 @@ async def main() -> None:
         for name, n, p50, p99 in rows:
             say(f"  {name}: n {n}, p50 {p50} ms, p99 {p99} ms")
         print(f"{plans}\n\n{size_table(measured)}", flush=True)
+        if args.steady:
+            rows += await steady(database, args.steady)
         for cycle in range(1, args.cycles + 1):
             found, sized = await retention_cycle(database, shape, args.prune, cycle)
             rows += found
