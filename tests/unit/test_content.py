@@ -1,9 +1,11 @@
 """app.content: media types, title and main text, JSON checks (charsets: test_charsets)."""
 
+import copy
 from pathlib import Path
 
 import pytest
 
+from app.content import html
 from app.content.charsets import charset_of, decode
 from app.content.extract import PARSE_MAX_CHARS, extract
 from app.content.metadata import FIELD_MAX_CHARS as TITLE_MAX_CHARS
@@ -156,6 +158,39 @@ def test_an_articles_main_text_is_the_story_alone() -> None:
         positions,
     )
     assert -1 not in positions
+
+
+def options_now() -> dict[bool, dict[str, object]]:
+    """Each mode's shared trafilatura options, field by field (copies of the dicts)."""
+    return {
+        fast: {name: copy.copy(getattr(options, name)) for name in options.__slots__}
+        for fast, options in html._EXTRACTORS.items()
+    }
+
+
+def test_trafilaturas_shared_options_are_left_as_made() -> None:
+    """Every extraction shares one set of trafilatura's options a mode (app.content.html):
+    a page that runs both modes (the fast one finds a line among forty sidebar items) leaves
+    them as they were, and reads the same again after another page."""
+    side = "".join(
+        f"<div class='sidebar-item'><p>Related story {i}: a headline about another thing.</p></div>"
+        for i in range(40)
+    )
+    short = (
+        "<html><body><article><p>The one short paragraph of this page says what it is about."
+        f"</p></article><aside class='sidebar'>{side}</aside></body></html>"
+    ).encode()
+    made = options_now()
+
+    first = extract(short, HTML)
+    page("article")
+    again = extract(short, HTML)
+
+    assert (made, "The one short paragraph of this page says what it is about.") == (
+        options_now(),
+        first.text,
+    )
+    assert first == again
 
 
 def test_a_docs_pages_main_text_drops_its_navigation() -> None:
