@@ -4,8 +4,9 @@ with the other scenarios of docs/benchmarks.md in the same rounds (`--scenarios`
 
     python -m bench.drain --backend both --jobs 5000 --rounds 3 --delay-ms 0 --processes 1
 
-One `bench.target` process serves every fetch. Each round runs, for each backend in turn
-(sqlite, postgresql, sqlite, postgresql, ...):
+One `bench.target` process serves every fetch (its 2 KB page as `--page-type`, HTML by
+default; `text/plain` takes the page's extraction out of each job, which arq's jobs do
+without). Each round runs, for each backend in turn (sqlite, postgresql, sqlite, ...):
 
 - drain: a fresh database gets `--jobs` jobs (JobStore.submit, 1,000 per batch, no worker
   running), then P `ingest worker` processes start. Jobs/s is N over the time from the first
@@ -76,6 +77,7 @@ from bench.serve import (
     embedded_pickup,
     submit_while_draining,
 )
+from bench.target import PAGE_TYPE
 from bench.workers import (
     Probe,
     Sample,
@@ -202,7 +204,8 @@ async def quiet(args: Any) -> float:
 
 async def run(args: Any) -> list[dict]:
     chosen = set(args.scenarios)
-    target = start_target(args.delay_ms, hosts=args.hosts if "hosts" in chosen else 1)
+    hosts = args.hosts if "hosts" in chosen else 1
+    target = start_target(args.delay_ms, hosts, "--page-type", args.page_type)
     slow = start_target(args.slow_delay_ms) if "slow" in chosen else None
     fair = FairQueue(args.fair_pending, args.fair_tenants, args.fair_domains)
     big = BigQueue(target, args.big_pending)
@@ -318,6 +321,11 @@ def main() -> None:
     add("--jobs", type=int, default=5000, help="jobs per drain (default 5000)")
     add("--rounds", type=int, default=3)
     add("--delay-ms", type=float, default=0.0, help="target's answer delay")
+    add(
+        "--page-type",
+        default=PAGE_TYPE,
+        help="the page's Content-Type (text/plain: the jobs without HTML extraction)",
+    )
     add(
         "--processes",
         type=lambda s: [int(p) for p in s.split(",")],

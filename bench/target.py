@@ -6,6 +6,9 @@ Run in its own process so its CPU does not count as the worker's:
 until killed. Only what httpx sends is understood: a request head with no body, answered in
 order (httpx does not pipeline). `--delay-ms` holds each answer back to simulate a server.
 
+`--page-type TYPE` serves the 2 KB page as TYPE instead of `text/html; charset=utf-8`
+(`text/plain`: a job without HTML extraction, what a peer that only fetches does).
+
 `--eval DATA` serves the extraction eval set's pages instead (`bench.extraction.load_pages`):
 `/page/<i>` is page i modulo their number, as `text/html` with no charset (the archive kept
 no headers); `--eval-pages N` a fixed sample of N of them (`bench.pages`).
@@ -33,7 +36,10 @@ def page() -> bytes:
     return head + b"x" * (PAGE_BYTES - len(head) - len(tail)) + tail
 
 
-def response(body: bytes | None = None, content_type: str = "text/html; charset=utf-8") -> bytes:
+PAGE_TYPE = "text/html; charset=utf-8"
+
+
+def response(body: bytes | None = None, content_type: str = PAGE_TYPE) -> bytes:
     body = page() if body is None else body
     head = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
     return head.encode() + body
@@ -111,8 +117,9 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=1, help="loopback addresses to listen on")
     parser.add_argument("--eval", type=Path, default=None, help="serve this eval set's pages")
     parser.add_argument("--eval-pages", type=int, default=None, help="a sample of N of them")
+    parser.add_argument("--page-type", default=PAGE_TYPE, help="the 2 KB page's Content-Type")
     args = parser.parse_args()
-    answers = [response()]
+    answers = [response(content_type=args.page_type)]
     if args.eval is not None:
         # Here, not at the top: bench.extraction imports bench.harness, which imports this.
         from bench.extraction import load_pages
