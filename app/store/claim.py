@@ -10,8 +10,10 @@
    `app.scheduling`; a pass never counts below the floor, the highest pass any tenant was
    last served at, read in the same statement), then least recently served (at most
    `limit` of them: each is one more subquery to plan, and a claim serves at most `limit`
-   tenants anyway). A tenant whose jobs all wait (not due, or on paused or saturated
-   domains) or that is at its quota is not looked at, and takes no turn.
+   tenants anyway). The tenants are put in that order first and asked in turn whether
+   they have a job claimable until `limit` have, so a claim among many backlogged tenants
+   asks about as many as it serves. A tenant whose jobs all wait (not due, or on paused or
+   saturated domains) or that is at its quota is not looked at, and takes no turn.
 2. Each tenant's first claimable jobs in claim order (the same predicate: not paused, under
    its in-flight limit, past its minimum interval): filtered in SQL, through the partial
    index on pending jobs per tenant, so paused domains cost no attempt. One statement: on
@@ -98,6 +100,10 @@ so the tenants' walk costs it 36,000 with 100 tenants instead of 800, and past 1
 (some 300 tenants) it compiles the walk (JIT) on every claim."""
 
 
+_ZERO = sa.literal_column("0", sa.Integer)
+"""OFFSET 0 written out, a fence (`_IN_TURN`): a constant to the planner, as `_ONE` is."""
+
+
 def _blocks() -> sa.ColumnElement[bool]:
     """A domain that may not start a fetch now: paused, inside its minimum interval, or at its
     in-flight limit."""
@@ -163,10 +169,12 @@ _TENANT_LIMIT = sa.bindparam("tenant_limit", type_=sa.Integer)
 """INGEST_TENANT_MAX_IN_FLIGHT; 0: no limit."""
 
 _EVERYONE = tenants.alias("everyone")
-_FLOOR = sa.select(sa.func.coalesce(sa.func.max(_EVERYONE.c.last_pass), 0)).scalar_subquery()
+_FLOORED = sa.select(
+    sa.func.coalesce(sa.func.max(_EVERYONE.c.last_pass), 0).label("floor")
+).subquery("floored")
+_FLOOR = _FLOORED.c.floor
 """The highest pass any tenant was last served at: no tenant's pass counts below it
-(`app.scheduling`). One read of the tenants' rows per claim, evaluated once: it names no
-column of the outer query."""
+(`app.scheduling`). One read of the tenants' rows per claim."""
 
 
 # The claim's statements are built once, with bound parameters, so each claim only binds
@@ -179,30 +187,50 @@ _ANYTHING_CLAIMABLE = (
     .limit(_ONE)
 )
 
-# The tenant's first claimable job in index order, not EXISTS: PostgreSQL drops an EXISTS's
-# ORDER BY and LIMIT and may then read the tenant's whole pending list (bitmap scan) to find
-# one row; walking ix_jobs_tenant_claim in order stops at the first.
-_WAITING_TENANTS = (
+_TURN = sa.case((tenants.c.next_pass > _FLOOR, tenants.c.next_pass), else_=_FLOOR).label("turn")
+
+_IN_TURN = (
     sa.select(
         tenants.c.tenant,
         tenants.c.next_pass,
         tenants.c.last_served_at,
         tenants.c.in_flight,
-        _FLOOR.label("floor"),
+        _FLOOR,
+        _TURN,
+    )
+    .select_from(tenants.join(_FLOORED, sa.true()))
+    .where(sa.or_(_TENANT_LIMIT == 0, tenants.c.in_flight < _TENANT_LIMIT))
+    .order_by(_TURN, tenants.c.last_served_at.asc().nulls_first(), tenants.c.tenant)
+    # A fence: the tenants are sorted first, and the walk below asks about each in turn
+    # until it has found enough; PostgreSQL would otherwise move the question inside and
+    # ask it of every tenant before sorting (100 tenants, a claim of 32: 4.4 -> 1.9 ms at
+    # ten million jobs).
+    .offset(_ZERO)
+    .subquery("in_turn")
+)
+"""The tenants under their in-flight quota in turn order: lowest pass first, never below
+the floor, then least recently served."""
+
+# The tenant's first claimable job in index order, not EXISTS: PostgreSQL drops an EXISTS's
+# ORDER BY and LIMIT and may then read the tenant's whole pending list (bitmap scan) to find
+# one row; walking ix_jobs_tenant_claim in order stops at the first. The outer ORDER BY is
+# the inner one, which PostgreSQL sees is already done.
+_WAITING_TENANTS = (
+    sa.select(
+        _IN_TURN.c.tenant,
+        _IN_TURN.c.next_pass,
+        _IN_TURN.c.last_served_at,
+        _IN_TURN.c.in_flight,
+        _IN_TURN.c.floor,
     )
     .where(
-        claimable_now(sa.select(jobs.c.id).where(jobs.c.tenant == tenants.c.tenant))
+        claimable_now(sa.select(jobs.c.id).where(jobs.c.tenant == _IN_TURN.c.tenant))
         .order_by(jobs.c.priority.desc(), jobs.c.created_at)
         .limit(_ONE)
         .scalar_subquery()
-        .is_not(None),
-        sa.or_(_TENANT_LIMIT == 0, tenants.c.in_flight < _TENANT_LIMIT),
+        .is_not(None)
     )
-    .order_by(
-        sa.case((tenants.c.next_pass > _FLOOR, tenants.c.next_pass), else_=_FLOOR),
-        tenants.c.last_served_at.asc().nulls_first(),
-        tenants.c.tenant,
-    )
+    .order_by(_IN_TURN.c.turn, _IN_TURN.c.last_served_at.asc().nulls_first(), _IN_TURN.c.tenant)
     .limit(sa.bindparam("tenants", type_=sa.Integer))
 )
 
