@@ -7,6 +7,10 @@ on stdin, then runs one arq worker in burst mode (`--concurrency` jobs at a time
 for that phase alone: {"seconds", "cpu_seconds", "failures", "jobs"}. arq keeps each job's
 result in Redis, as it does by default; it writes no attempt history and takes no decision
 beyond its own retries.
+
+With `--trickle` it enqueues nothing: after the line on stdin its worker waits for jobs (as
+a deployed arq worker does, polling Redis every 10 ms, as in the drain) and stops once it has
+run `--jobs` of them, which `bench.baselines.arq_trickle` enqueues one at a time meanwhile.
 """
 
 import argparse
@@ -24,6 +28,9 @@ from arq.worker import Worker
 from bench.fetch_alone import cpu_now
 
 failures = 0
+ran = 0
+all_ran = asyncio.Event()
+expected = 0
 
 
 async def fetch(ctx: dict[str, Any], url: str) -> int:
@@ -37,34 +44,54 @@ async def fetch(ctx: dict[str, Any], url: str) -> int:
         return 0
 
 
+async def recorded(ctx: dict[str, Any]) -> None:
+    """arq's hook after a job's result is stored (`--trickle`): the last one ends the run."""
+    global ran
+    ran += 1
+    if ran == expected:
+        all_ran.set()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--redis", required=True, help="Redis's Unix socket")
     parser.add_argument("--url", required=True)
     parser.add_argument("--jobs", type=int, required=True)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--trickle", action="store_true", help="wait for --jobs jobs to come")
     args = parser.parse_args()
+    global expected
+    expected = args.jobs
     redis = RedisSettings(unix_socket_path=args.redis)
     pool = await create_pool(redis)
-    for i in range(args.jobs):
-        await pool.enqueue_job("fetch", f"{args.url}/{i}")
+    if not args.trickle:
+        for i in range(args.jobs):
+            await pool.enqueue_job("fetch", f"{args.url}/{i}")
     limits = httpx.Limits(max_connections=args.concurrency)
     async with httpx.AsyncClient(limits=limits, trust_env=False) as client:
         worker = Worker(
             functions=[fetch],
             redis_pool=pool,
-            burst=True,
+            burst=not args.trickle,
             max_jobs=args.concurrency,
             handle_signals=False,
             ctx={"client": client},
             poll_delay=0.01,
+            after_job_end=recorded if args.trickle else None,
         )
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)
         started, cpu = time.monotonic(), cpu_now()
-        await worker.main()
-        seconds, cpu_seconds = time.monotonic() - started, cpu_now() - cpu
-        done = worker.jobs_complete + worker.jobs_failed
+        if args.trickle:
+            running = asyncio.create_task(worker.main())
+            await all_ran.wait()
+            seconds, cpu_seconds = time.monotonic() - started, cpu_now() - cpu
+            done = ran
+            running.cancel()
+        else:
+            await worker.main()
+            seconds, cpu_seconds = time.monotonic() - started, cpu_now() - cpu
+            done = worker.jobs_complete + worker.jobs_failed
         await worker.close()
     print(
         json.dumps(

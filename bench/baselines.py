@@ -19,7 +19,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.store.database import Database
-from bench.harness import TARGET_ENV, Target, cpu_seconds, fresh_database, machine_ticks
+from bench.harness import (
+    TARGET_ENV,
+    Target,
+    cpu_seconds,
+    fresh_database,
+    machine_ticks,
+    percentile,
+)
 from bench.workers import Probe, Sample, cores_busy, cpu_between, new_jobs, submit
 
 DATABASE = "ingest_bench"
@@ -184,4 +191,51 @@ def arq_queue(target: Target, processes: int, args: Any) -> dict:
         "target_cpu_ms": cpu_between(first, last) * per_job,
         "cores_busy": cores_busy(first, last),
         "other_cores": cores_busy(first, last) - ours / seconds,
+    }
+
+
+async def arq_trickle(target: Target, args: Any) -> dict:
+    """arq's worker alone at a trickle, as `bench.drain`'s latency scenario runs `ingest
+    worker`: `bench.arq_worker --trickle` waiting on a fresh Redis, and jobs enqueued one at a
+    time at `--latency-rate` a second for `--latency-seconds` from this process. Pickup and
+    submit -> done from the times arq keeps with each result (enqueued, started, finished);
+    the worker's CPU a job is its own from the first enqueue to its last job's end."""
+    from arq import create_pool
+    from arq.connections import RedisSettings
+    from arq.jobs import Job
+
+    total = round(args.latency_rate * args.latency_seconds)
+    with redis_server() as (socket_path, _):
+        options = ["--redis", socket_path, "--url", target.base_url, "--trickle"]
+        options += ["--jobs", str(total), "--concurrency", str(args.concurrency)]
+        pool = await create_pool(RedisSettings(unix_socket_path=socket_path))
+        try:
+            with children("bench.arq_worker", 1, *options) as (worker,):
+                assert worker.stdin is not None and worker.stdout is not None
+                worker.stdin.write("go\n")
+                worker.stdin.flush()
+                ticks, started = machine_ticks(), time.monotonic()
+                enqueued = []
+                for i in range(total):
+                    await asyncio.sleep(
+                        max(0.0, started + i / args.latency_rate - time.monotonic())
+                    )
+                    enqueued.append(await pool.enqueue_job("fetch", f"{target.base_url}/t{i}"))
+                result = json.loads(await asyncio.to_thread(worker.stdout.readline))
+                ended = machine_ticks()
+            infos = [await job.result_info() for job in enqueued if isinstance(job, Job)]
+        finally:
+            await pool.aclose()
+    if result["failures"] or len(infos) != total or any(info is None for info in infos):
+        raise RuntimeError(f"arq at a trickle: {result}, {len(infos)} of {total} results")
+    pickups = [(i.start_time - i.enqueue_time).total_seconds() * 1000 for i in infos if i]
+    done = [(i.finish_time - i.enqueue_time).total_seconds() * 1000 for i in infos if i]
+    first, last = Sample(0, {}, 0.0, ticks), Sample(0, {}, 0.0, ended)
+    return {
+        "p50_ms": percentile(pickups, 0.5),
+        "p99_ms": percentile(pickups, 0.99),
+        "done_p50_ms": percentile(done, 0.5),
+        "done_p99_ms": percentile(done, 0.99),
+        "worker_cpu_ms_per_job": result["cpu_seconds"] * 1000 / total,
+        "cores_busy": cores_busy(first, last),
     }

@@ -16,7 +16,8 @@ without). Each round runs, for each backend in turn (sqlite, postgresql, sqlite,
   backends that exited, through the postmaster's cutime + cstime).
 - bare (`--baseline bare`), after each drain: the floor (`bench.baselines`).
 - latency: one idle worker; jobs submitted one at a time at `--latency-rate` per second;
-  pickup = attempts.started_at - jobs.created_at of each job's first attempt.
+  pickup = attempts.started_at - jobs.created_at of each job's first attempt. With `--baseline
+  arq`, arq's worker at the same trickle too (`bench.baselines.arq_trickle`).
 - `--scenarios` (comma-separated, or `all`), in this order:
   - hosts: the drain with the jobs spread over `--hosts` domains, loopback addresses of the
     one target (`bench.target --hosts`), the per-domain limit unchanged;
@@ -55,7 +56,7 @@ import sqlalchemy as sa
 
 from app.store.database import Database
 from app.store.tables import attempts, jobs
-from bench.baselines import ARQ_NAME, arq_queue, bare, no_queue
+from bench.baselines import ARQ_NAME, arq_queue, arq_trickle, bare, no_queue
 from bench.fair_claim import FairQueue
 from bench.footprint import BigQueue, help_wall, worker_rss, worker_startup
 from bench.harness import (
@@ -267,6 +268,9 @@ async def run(args: Any) -> list[dict]:
                 for processes in args.processes:
                     peer = partial(arq_queue, target, processes, args)
                     await measure("arq", ARQ_NAME, processes, rnd, peer)
+                if args.latency_seconds > 0:
+                    trickle = partial(arq_trickle, target, args)
+                    await measure("arq-latency", ARQ_NAME, 1, rnd, trickle)
             if "startup" in chosen:
                 await measure("help", "ingest --help", 1, rnd, partial(help_wall, args.help_runs))
     finally:

@@ -203,6 +203,7 @@ def processes_table(med: Median, args: Any) -> str:
 
 CPU_PER_JOB = {
     "latency": "worker_cpu_ms_per_job",
+    "arq-latency": "worker_cpu_ms_per_job",
     "serve": "serve_cpu_ms_per_job",
     "serve-process": "serve_cpu_ms_per_job",
 }
@@ -213,27 +214,42 @@ serve` (API and worker, its child processes included), never the database's or t
 def pickup_table(med: Median, args: Any) -> str:
     """Pickup latency: a separate `ingest worker` (submits from another process), and the
     embedded worker of `ingest serve` (submits through its own API)."""
+    first = args.processes[0]
+
+    def row(name: str, kind: str, how: str, drain: tuple[str, str] | None) -> list[str]:
+        cpu = med(kind, name, 1, CPU_PER_JOB[kind])
+        return [
+            name,
+            how,
+            fmt(med(kind, name, 1, "p50_ms"), 1),
+            fmt(med(kind, name, 1, "p99_ms"), 1),
+            fmt(med(kind, name, 1, "done_p50_ms"), 1),
+            fmt(med(kind, name, 1, "post_p50_ms"), 1),
+            fmt(med(kind, name, 1, "post_p99_ms"), 1),
+            fmt(cpu, 2),
+            fmt(cpu / med(*drain, first, "worker_cpu_ms"), 2) if drain else "-",
+            fmt(med(kind, name, 1, "other_cores"), 2),
+        ]
+
     rows = []
     for backend in backends(args.backend):
         name = NAMES[backend]
-        for kind, how in (
-            ("latency", "`ingest worker`, JobStore.submit from another process"),
-            ("serve", "`ingest serve` embedded worker, POST /jobs"),
-            ("serve-process", "`ingest serve` worker process (INGEST_WORKER_PROCESS), POST /jobs"),
-        ):
-            rows.append(
-                [
-                    name,
-                    how,
-                    fmt(med(kind, name, 1, "p50_ms"), 1),
-                    fmt(med(kind, name, 1, "p99_ms"), 1),
-                    fmt(med(kind, name, 1, "done_p50_ms"), 1),
-                    fmt(med(kind, name, 1, "post_p50_ms"), 1),
-                    fmt(med(kind, name, 1, "post_p99_ms"), 1),
-                    fmt(med(kind, name, 1, CPU_PER_JOB[kind]), 2),
-                    fmt(med(kind, name, 1, "other_cores"), 2),
-                ]
+        rows += [
+            row(name, "latency", "`ingest worker`, JobStore.submit from another process",
+                ("drain", name)),
+            row(name, "serve", "`ingest serve` embedded worker, POST /jobs", None),
+            row(name, "serve-process",
+                "`ingest serve` worker process (INGEST_WORKER_PROCESS), POST /jobs", None),
+        ]  # fmt: skip
+    if "arq" in args.baseline:
+        rows.append(
+            row(
+                ARQ_NAME,
+                "arq-latency",
+                "arq's worker, enqueue_job from the bench",
+                ("arq", ARQ_NAME),
             )
+        )
     headers = [
         "backend",
         "worker, submit",
@@ -242,7 +258,8 @@ def pickup_table(med: Median, args: Any) -> str:
         "submit -> done p50 ms",
         "POST p50 ms",
         "POST p99 ms",
-        "CPU ms/job (ingest)",
+        "worker CPU ms/job",
+        "× its drain's",
         "not ours (cores)",
     ]
     title = (
