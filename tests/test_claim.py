@@ -329,35 +329,3 @@ async def test_a_claim_inserts_a_missing_domain_row_so_its_limit_holds(one_per_d
     assert [] == await queue.claim("w", 8, NOW + timedelta(seconds=1), 60)
     assert await record(queue, succeeded(lease, RESULT), NOW + timedelta(seconds=2))
     assert (0,) == await domain_row(queue, "a.test")
-
-
-async def test_postgresql_claims_for_a_lone_tenant_in_two_statements(pg_url):
-    """PostgreSQL: where one tenant waits, its turn, its candidates and their domains' rows
-    come in one statement, and the take in another; where two wait, the candidates come by
-    each one's share in a statement of their own. The same jobs are claimed either way."""
-    async with open_stores(pg_url) as (jobs, queue):
-        for i in range(3):  # one at a time: each submitted later than the one before
-            await jobs.submit([new(f"/a{i}", tenant="a")])
-
-        async def claimed(limit: int) -> tuple[list[str], int]:
-            def claim(conn: sa.Connection) -> tuple[list[str], int]:
-                sent: list[str] = []
-                listen = ("before_cursor_execute", lambda *args: sent.append(args[2]))
-                sa.event.listen(conn, *listen)
-                try:
-                    leases = claim_in(
-                        conn, queue.db.backend, "w", limit, NOW, 60, queue.shares, stage=False
-                    )
-                finally:
-                    sa.event.remove(conn, *listen)
-                return sorted(lease.url for lease in leases), len(sent)
-
-            return await queue.db.transact(claim)
-
-        alone = await claimed(2)
-        await jobs.submit([new(f"/b{i}", tenant="b") for i in range(3)])
-        together = await claimed(4)
-
-    assert (["http://a.test/a0", "http://a.test/a1"], 2) == alone
-    expected = ["http://a.test/a2", "http://a.test/b0", "http://a.test/b1", "http://a.test/b2"]
-    assert (expected, 3) == together

@@ -17,10 +17,9 @@ from tests.conftest import eventually
 JOBS = 512
 BUDGET_PER_JOB = 0.48
 """Statements (an executemany is one) per job drained, and round trips per job drained. A
-drain of 512 through 32 slots takes 16 claims (seven statements on SQLite; three on
-PostgreSQL, whose one waiting tenant's turn, candidates and their domains' rows come in one
-statement and whose take counts the domains' and tenants' jobs in flight in the same
-statement: `app.store.dialect.binds_lists`; four where more tenants wait) and
+drain of 512 through 32 slots takes 16 claims (seven statements on SQLite; four on
+PostgreSQL, whose candidates lock their domains' rows and whose take counts the domains'
+and tenants' jobs in flight in the same statements: `app.store.dialect.binds_lists`) and
 16 records (six statements on SQLite; four on PostgreSQL, whose attempts and contents are
 inserted together, and domains and tenants freed together), each in a transaction of its
 own, plus the worker's passes: about 0.39 statements a job on SQLite, and 0.34 round trips

@@ -37,10 +37,8 @@
    jobs a quarter of its time.
 
 On PostgreSQL steps 2 and 3 are one statement and step 5's writes another, so a claim is
-three round trips between its BEGIN and COMMIT, four with step 0; where one tenant waits
-(a job submitted at a time, or one tenant's backlog), steps 1 to 3 are one statement too
-(`_TURN_THEN_LONE_CANDIDATES`): two round trips. SQLite runs each step's statements apart,
-in its writer thread (`app.store.dialect.binds_lists`).
+three round trips between its BEGIN and COMMIT, four with step 0 (SQLite runs each step's
+statements apart, in its writer thread: `app.store.dialect.binds_lists`).
 
 Why one module past 300 lines: one transaction, its statements built once at import; the
 steps above read top-down.
@@ -49,7 +47,6 @@ steps above read top-down.
 import dataclasses
 import functools
 import uuid
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -266,9 +263,10 @@ def _firsts(tenant: sa.ColumnElement[str], count: sa.ColumnElement[int]) -> sa.S
     )
 
 
-def _candidates_joined(each: sa.FromClause) -> sa.Select[Any]:
-    """The candidates of the tenants `each` names (its columns `tenant` and `count`), each
-    joined LATERAL to its first `count` jobs (PostgreSQL)."""
+def _candidates_joined() -> sa.Select[Any]:
+    """The candidates of the tenants in the bound list `tenant`, each joined LATERAL to its
+    first `count` jobs (the bound list beside it) (PostgreSQL)."""
+    each = each_of(tenant=sa.String(), count=sa.Integer())
     firsts = _firsts(each.c.tenant, each.c.count).lateral("firsts")
     return sa.select(firsts).select_from(each).join(firsts, sa.true())
 
@@ -300,12 +298,12 @@ _LOCK_DOMAINS = lock_rows(
 )
 
 
-def _candidates_locking_domains(each: sa.FromClause) -> sa.Select[Any]:
-    """Steps 2 and 3 in one statement (PostgreSQL, `binds_lists`): the candidates of the
-    tenants `each` names (`_candidates_joined`), each beside its domain's row
-    (`_DOMAIN_STATE`; none if the row is missing), the rows locked in name order (`locked`:
-    each as it comes out of the sort), as `_LOCK_DOMAINS` locks them, a round trip earlier."""
-    firsts = materialized(_candidates_joined(each).cte("firsts"))
+def _candidates_locking_domains() -> sa.Select[Any]:
+    """Steps 2 and 3 in one statement (PostgreSQL, `binds_lists`): the candidates
+    (`_candidates_joined`), each beside its domain's row (`_DOMAIN_STATE`; none if the row is
+    missing), the rows locked in name order (`locked`: each as it comes out of the sort),
+    as `_LOCK_DOMAINS` locks them, a round trip earlier."""
+    firsts = materialized(_candidates_joined().cte("firsts"))
     locked = materialized(
         lock_rows(
             sa.select(*_DOMAIN_STATE)
@@ -318,31 +316,7 @@ def _candidates_locking_domains(each: sa.FromClause) -> sa.Select[Any]:
     ).select_from(firsts.outerjoin(locked, locked.c.domain == firsts.c.domain))
 
 
-_CANDIDATES_LOCKING_DOMAINS = _candidates_locking_domains(
-    each_of(tenant=sa.String(), count=sa.Integer())
-)
-"""Steps 2 and 3 for the tenants in the bound list `tenant`, each offering its `count`."""
-
-
-def _turn_then_lone_candidates() -> sa.Select[Any]:
-    """Steps 1 to 3 in one statement where one tenant waits (PostgreSQL): the tenants' turn
-    (`_WAITING_TENANTS`), and, if it finds a single tenant, that tenant's candidates with
-    their domains' rows locked (`_candidates_locking_domains`), each beside the tenant's
-    row; if it finds more, their rows alone (the candidates then come by each tenant's share:
-    `_CANDIDATES_LOCKING_DOMAINS`). A job submitted at a time is claimed by this one
-    statement between BEGIN and COMMIT, with nothing to share."""
-    walk = materialized(_WAITING_TENANTS.cte("walk"))
-    alone = sa.select(sa.func.count()).select_from(walk).scalar_subquery() == _ONE
-    lone = sa.select(
-        walk.c.tenant, sa.bindparam("lone_count", type_=sa.Integer).label("count")
-    ).where(alone)
-    found = _candidates_locking_domains(lone.cte("lone")).subquery("found")
-    return sa.select(walk, found).select_from(
-        walk.outerjoin(found, found.c.tenant == walk.c.tenant)
-    )
-
-
-_TURN_THEN_LONE_CANDIDATES = _turn_then_lone_candidates()
+_CANDIDATES_LOCKING_DOMAINS = _candidates_locking_domains()
 
 _LOCK_TENANTS = lock_rows(
     sa.select(tenants.c.tenant, tenants.c.next_pass, tenants.c.last_served_at, tenants.c.in_flight)
@@ -509,10 +483,6 @@ _CANDIDATE_COLUMNS = len(dataclasses.fields(Candidate))
 
 _DOMAIN_COLUMNS = len(_DOMAIN_STATE)
 
-_TENANT_COLUMNS = len(_WAITING_TENANTS.selected_columns)
-"""A row of the tenants' turn: the tenant, its `TenantState`, the floor (on PostgreSQL the
-first columns of `_TURN_THEN_LONE_CANDIDATES`' rows)."""
-
 
 class Found(NamedTuple):
     """What steps 1 and 2 found (and step 3, where they run together)."""
@@ -533,33 +503,16 @@ def find_candidates(conn: sa.Connection, limit: int, now: datetime, rules: Share
     """Steps 1 and 2: the waiting tenants' candidates, and what each candidate's lease would
     need. In a write transaction the candidates are locked as they are read."""
     walk = _bound(now, rules, tenants=limit, tenant_limit=rules.tenant_max_in_flight)
-    joined = binds_lists(conn.dialect.name)
-    rows: Sequence[tuple[Any, ...]]
-    found: Sequence[tuple[Any, ...]] = []
-    if joined:
-        # A lone tenant's count is its whole share, whatever its weight.
-        lone = candidates_per_tenant([1], limit, rules.tenant_max_in_flight)[0]
-        turned = all_rows(conn, _TURN_THEN_LONE_CANDIDATES, walk | {"lone_count": lone})
-        rows = list({row[0]: row[:_TENANT_COLUMNS] for row in turned}.values())
-        if len(rows) == 1:
-            found = [row[_TENANT_COLUMNS:] for row in turned if row[_TENANT_COLUMNS] is not None]
-    else:
-        rows = all_rows(conn, _WAITING_TENANTS, walk)
+    rows = all_rows(conn, _WAITING_TENANTS, walk)
     if not rows:
         return Found(0, {}, [], {})
     waiting = [tenant for tenant, *_ in rows]
+    weights = [rules.tenant_weight(tenant) for tenant in waiting]
+    counts = candidates_per_tenant(weights, limit, rules.tenant_max_in_flight)
     turns = {tenant: TenantState(*state) for tenant, *state, _ in rows}
-    if len(waiting) > 1 or not joined:
-        weights = [rules.tenant_weight(tenant) for tenant in waiting]
-        counts = candidates_per_tenant(weights, limit, rules.tenant_max_in_flight)
-        if joined:
-            bound = _bound(now, rules, tenant=waiting, count=counts)
-            found = all_rows(conn, _CANDIDATES_LOCKING_DOMAINS, bound)
-        else:
-            lists = {f"t{i}": tenant for i, tenant in enumerate(waiting)}
-            lists |= {f"n{i}": count for i, count in enumerate(counts)}
-            found = all_rows(conn, _candidates_apart(len(waiting)), _bound(now, rules, **lists))
-    if joined:
+    if binds_lists(conn.dialect.name):
+        bound = _bound(now, rules, tenant=waiting, count=counts)
+        found = all_rows(conn, _CANDIDATES_LOCKING_DOMAINS, bound)
         states = {
             domain: _domain_state(*state)
             for domain, *state in (row[-_DOMAIN_COLUMNS:] for row in found)
@@ -568,6 +521,9 @@ def find_candidates(conn: sa.Connection, limit: int, now: datetime, rules: Share
         leasable = [row[_CANDIDATE_COLUMNS:-_DOMAIN_COLUMNS] for row in found]
         whole = all(row[-_DOMAIN_COLUMNS] is not None for row in found)
     else:
+        lists = {f"t{i}": tenant for i, tenant in enumerate(waiting)}
+        lists |= {f"n{i}": count for i, count in enumerate(counts)}
+        found = all_rows(conn, _candidates_apart(len(waiting)), _bound(now, rules, **lists))
         states, whole = {}, False
         leasable = [row[_CANDIDATE_COLUMNS:] for row in found]
     return Found(
