@@ -258,8 +258,8 @@ def pickup_table(med: Median, args: Any) -> str:
         "submit -> done p50 ms",
         "POST p50 ms",
         "POST p99 ms",
-        "worker CPU ms/job",
-        "× its drain's",
+        "CPU ms/job (the worker's; serve's: all of it)",
+        "worker × its drain's",
         "not ours (cores)",
     ]
     title = (
