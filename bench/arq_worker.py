@@ -28,9 +28,6 @@ from arq.worker import Worker
 from bench.fetch_alone import cpu_now
 
 failures = 0
-ran = 0
-all_ran = asyncio.Event()
-expected = 0
 
 
 async def fetch(ctx: dict[str, Any], url: str) -> int:
@@ -44,14 +41,6 @@ async def fetch(ctx: dict[str, Any], url: str) -> int:
         return 0
 
 
-async def recorded(ctx: dict[str, Any]) -> None:
-    """arq's hook after a job's result is stored (`--trickle`): the last one ends the run."""
-    global ran
-    ran += 1
-    if ran == expected:
-        all_ran.set()
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--redis", required=True, help="Redis's Unix socket")
@@ -60,8 +49,15 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--trickle", action="store_true", help="wait for --jobs jobs to come")
     args = parser.parse_args()
-    global expected
-    expected = args.jobs
+    all_ran, ran = asyncio.Event(), 0
+
+    async def recorded(ctx: dict[str, Any]) -> None:
+        """arq's hook after a job's result is stored (`--trickle`): the last one ends the run."""
+        nonlocal ran
+        ran += 1
+        if ran == args.jobs:
+            all_ran.set()
+
     redis = RedisSettings(unix_socket_path=args.redis)
     pool = await create_pool(redis)
     if not args.trickle:
@@ -86,7 +82,7 @@ async def main() -> None:
             running = asyncio.create_task(worker.main())
             await all_ran.wait()
             seconds, cpu_seconds = time.monotonic() - started, cpu_now() - cpu
-            done = ran
+            done = args.jobs
             running.cancel()
         else:
             await worker.main()
