@@ -12,7 +12,8 @@ exactly as the migrations declared them (checked), which is quicker than keeping
 date row by row. What it holds:
 
 - `--jobs` jobs over `--domains` domains and `--tenants` tenants, both skewed (the first
-  domains and tenants hold the most: a square and a cube of a uniform draw);
+  domains and tenants hold the most: a square and a cube of a uniform draw), their ids
+  made from their creation times as the app makes them (`_TIME_ORDERED_ID`);
 - the newest tenth pending (1 M of 10 M), created over the last two hours: four in five
   due, one in five waiting for a retry up to an hour away with 1-2 attempts spent, one in
   a hundred at priority 5;
@@ -109,11 +110,19 @@ _JOB_VALUES = """
     CASE WHEN k.status IN ('succeeded', 'dead') THEN k.finished - interval '2 seconds' END,
     CASE WHEN k.status <> 'pending' THEN k.finished END
 """
+# The id the app gives a job made at s0.created (`app.store.tables.new_job_id`): a UUID of
+# version 7, the time in ms, then the version, 12 random bits, the variant and 62 more.
+_TIME_ORDERED_ID = """(
+    SELECT substr(t, 1, 8) || '-' || substr(t, 9, 4) || '-7' || substr(x, 1, 3) || '-'
+           || substr('89ab', 1 + floor(random() * 4)::int, 1) || substr(x, 4, 3) || '-'
+           || substr(x, 7, 12)
+    FROM (SELECT lpad(to_hex(floor(extract(epoch FROM s0.created) * 1000)::bigint), 12, '0')
+                 AS t, md5(random()::text) AS x) AS parts)"""
 FILL_JOBS = f"""
     INSERT INTO jobs ({_JOB_COLUMNS})
     SELECT {_JOB_VALUES}
-    FROM (
-        SELECT g, gen_random_uuid()::text AS id, random() AS r, random() AS r2,
+    FROM (SELECT s0.*, {_TIME_ORDERED_ID} AS id FROM (
+        SELECT g, random() AS r, random() AS r2,
                random() AS r3,
                'd' || floor(CAST(:domains AS int) * power(random(), 2))::int || '.test' AS domain,
                't' || floor(CAST(:tenants AS int) * power(random(), 3))::int AS tenant,
@@ -123,7 +132,7 @@ FILL_JOBS = f"""
                     ELSE CAST(:base AS timestamp) + (g - CAST(:first AS bigint))
                          * CAST(:step AS float8) * interval '1 second' END AS created
         FROM generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS g
-    ) AS s,
+    ) AS s0) AS s,
     LATERAL (
         SELECT status, attempts, failed, kind, http_status,
                status = 'pending' AND attempts > 0 AS retrying,

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
-from app.cli.output import printable
+from app.cli.output import SHORT_ID, distinct_prefix, printable
 from app.clock import utc_now
 from app.model import DeadReason, ErrorKind, Failure, Fetched, MarkDead, NewJob
 from app.settings import Settings
@@ -296,6 +296,12 @@ def widest(output: str) -> int:
     return max(len(line.rstrip()) for line in output.splitlines())
 
 
+def short(job_id: str, made: dict) -> str:
+    """`job_id`'s start, as long as `jobs list` shows it beside the other jobs `made`."""
+    ids = [made[name]["id"] for name in ("ok", "gone", "waiting", "cancelled")]
+    return job_id[: distinct_prefix(ids)]
+
+
 def test_list_at_80_columns(made, database_url):
     """At 80 columns each job is one line: short id, URL (a long one without its middle),
     status and last error."""
@@ -305,10 +311,16 @@ def test_list_at_80_columns(made, database_url):
     assert widest(result.stdout) <= 80
     rows = {line.split()[0]: line.rstrip() for line in result.stdout.splitlines()[2:]}
     ids = [made[name]["id"] for name in ("ok", "gone", "waiting", "cancelled")] + [long_id]
-    assert sorted(job_id[:8] for job_id in ids) == sorted(rows)
-    assert re.search(r"dead \(fatal\)\s+fatal HTTPStatus 404$", rows[made["gone"]["id"][:8]])
-    assert re.search(r"pending\s+transient HTTPStatus 503$", rows[made["waiting"]["id"][:8]])
-    cut = rows[long_id[:8]].split()[1]
+    # Ids made within a minute share their first 8 characters: each is shown as long as
+    # tells them apart, and no longer.
+    length = distinct_prefix(ids)
+    assert SHORT_ID < length < len(long_id)
+    assert sorted(job_id[:length] for job_id in ids) == sorted(rows)
+    assert len({job_id[: length - 1] for job_id in ids}) < len(ids)
+    gone, waiting = made["gone"]["id"][:length], made["waiting"]["id"][:length]
+    assert re.search(r"dead \(fatal\)\s+fatal HTTPStatus 404$", rows[gone])
+    assert re.search(r"pending\s+transient HTTPStatus 503$", rows[waiting])
+    cut = rows[long_id[:length]].split()[1]
     head, tail = cut.split("…")
     assert LONG_URL.startswith(head) and LONG_URL.endswith(tail) and len(head) > 10
     assert not any(job_id in result.stdout for job_id in ids)
@@ -334,8 +346,8 @@ def test_list_at_200_columns_and_wide(made, database_url):
 def test_show_at_80_columns(made):
     """`jobs show` at 80 columns: the details and each attempt on lines of at most 80."""
     gone = made["gone"]
-    narrow = ingest("jobs", "show", gone["id"][:8], columns=80)
-    wide = ingest("jobs", "show", gone["id"][:8], "--wide", columns=80)
+    narrow = ingest("jobs", "show", short(gone["id"], made), columns=80)
+    wide = ingest("jobs", "show", short(gone["id"], made), "--wide", columns=80)
     assert 0 == narrow.exit_code == wide.exit_code, narrow.output + wide.output
     assert widest(narrow.stdout) <= 80
     assert re.search(r"^job\s+" + gone["id"], narrow.stdout, re.M)
@@ -348,10 +360,10 @@ def test_show_at_80_columns(made):
 def test_short_ids_name_jobs_everywhere(made):
     """Show, retry, cancel and delete take the first characters of an id (any case)."""
     gone, waiting = made["gone"]["id"], made["waiting"]["id"]
-    shown = json_lines(ingest("jobs", "show", gone[:8].upper(), "--json").stdout)
-    retried = ingest("jobs", "retry", gone[:8])
-    cancelled = ingest("jobs", "cancel", waiting[:6])
-    deleted = ingest("jobs", "delete", waiting[:8])
+    shown = json_lines(ingest("jobs", "show", short(gone, made).upper(), "--json").stdout)
+    retried = ingest("jobs", "retry", short(gone, made))
+    cancelled = ingest("jobs", "cancel", short(waiting, made))
+    deleted = ingest("jobs", "delete", waiting[:-1])
     assert [made["gone"]] == shown
     assert f"job {gone}: pending, due now, attempts 0/4\n" == retried.stdout
     assert f"job {waiting}: cancelled\n" == cancelled.stdout
@@ -573,7 +585,7 @@ def test_refresh_a_succeeded_job_keeps_its_content(made):
     """A succeeded job (named by its id's start) is pending again with a fresh budget, its
     content version and text kept; a dead one too, with no version to keep."""
     ok, gone = made["ok"]["id"], made["gone"]["id"]
-    result = ingest("jobs", "refresh", ok[:8])
+    result = ingest("jobs", "refresh", short(ok, made))
     dead = ingest("jobs", "refresh", gone)
     assert 0 == result.exit_code == dead.exit_code, result.output + dead.output
     assert f"job {ok}: pending, due now, attempts 0/4, content version 1 kept\n" == result.stdout
@@ -675,7 +687,7 @@ def test_versions_table_newest_first(versioned):
     text's length and sha256 (the first 12 digits), its title; --json prints what
     GET /jobs/{id}/versions lists, one version per line."""
     job_id = versioned["job"]["id"]
-    result = ingest("jobs", "versions", job_id[:8])
+    result = ingest("jobs", "versions", job_id[:-4])
     as_json = ingest("jobs", "versions", job_id, "--json")
     assert 0 == result.exit_code == as_json.exit_code, result.output + as_json.output
     lines = result.stdout.splitlines()

@@ -94,7 +94,7 @@ def test_jobs_text_prints_the_text_or_markdown_escaped(cli_db, make_settings):
     old = fetched("text/plain", "old", None)
     ids = asyncio.run(record(make_settings(), html, fetched("image/png"), old))
     html_id, image_id, old_id = ids
-    text = ingest("jobs", "text", html_id[:8])
+    text = ingest("jobs", "text", html_id[:-4])
     markdown = ingest("jobs", "text", html_id, "--markdown")
     image = ingest("jobs", "text", image_id)
     none = ingest("jobs", "text", old_id, "--markdown")

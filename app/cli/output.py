@@ -6,13 +6,14 @@ instead of driving the terminal (colours, hidden text, its title, OSC 52's clipb
 
 Every table fits the width it is given (the terminal's, else `COLUMNS`, else 200): each
 table lists, in order, the steps that make it narrower (drop a low-value column; let a
-column shrink to a floor, a URL losing its middle, an id becoming its first 8 characters)
+column shrink to a floor, a URL losing its middle, an id becoming its first characters)
 and takes as few as it needs. `--wide` takes none and prints every column whole.
 
 Why one module past 300 lines: one layout per printed table, each a short list of steps;
 kept together so all tables narrow the same way.
 """
 
+import itertools
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -110,9 +111,25 @@ def cut_end(text: str, width: int) -> str:
     return text if len(text) <= width else f"{text[: width - 1]}…"
 
 
-def short_id(job_id: str, width: int) -> str:
-    """The whole id if it fits, else its first 8 characters (which the commands accept)."""
-    return job_id if len(job_id) <= width else job_id[:SHORT_ID]
+def distinct_prefix(ids: Sequence[str]) -> int:
+    """How many leading characters (`SHORT_ID` at least) tell `ids` apart. Job ids begin
+    with the time they were made (`app.store.tables.new_job_id`): jobs submitted within a
+    minute share their first 8 characters, those made in one millisecond their first 15."""
+    # Sorted, the longest start any two ids share is one that two neighbours share.
+    shared = (_shared_start(a, b) for a, b in itertools.pairwise(sorted(set(ids))))
+    return max([SHORT_ID, *(n + 1 for n in shared)])
+
+
+def _shared_start(a: str, b: str) -> int:
+    differ = (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    return next(differ, min(len(a), len(b)))
+
+
+def short_ids(ids: Sequence[str]) -> Callable[[str, int], str]:
+    """A cut for a column of `ids`: an id whole if it fits, else as many of its first
+    characters as tell the column's ids apart (which the commands accept)."""
+    length = distinct_prefix(ids)
+    return lambda job_id, width: job_id if len(job_id) <= width else job_id[:length]
 
 
 @dataclass(frozen=True)
@@ -221,11 +238,13 @@ def _row(*values: object) -> list[Text]:
 
 
 def jobs_table(items: Sequence[Job], now: datetime, width: int | None) -> Table:
+    ids = [job.id for job in items]
+
     def column(header: str, cell: Callable[[Job], str], **options: Any) -> Column:
         return Column(header, [cell(job) for job in items], **options)
 
     columns = [
-        column("ID", lambda job: job.id, cut=short_id),
+        column("ID", lambda job: job.id, cut=short_ids(ids)),
         column("URL", lambda job: job.url, cut=shorten),
         column("STATUS", _status),
         column("ATTEMPTS", lambda job: f"{job.attempts}/{job.max_attempts}"),
@@ -239,7 +258,7 @@ def jobs_table(items: Sequence[Job], now: datetime, width: int | None) -> Table:
         Shrink("URL", 40),
         Drop("CREATED (UTC)"),
         Drop("TENANT"),
-        Shrink("ID", SHORT_ID),
+        Shrink("ID", distinct_prefix(ids)),
         Shrink("URL", 30),
         Drop("BLOCKED BY"),
         Drop("ATTEMPTS"),

@@ -11,7 +11,6 @@ verb and read shares the row mapping and the `blocked_by` join, and each method 
 import base64
 import binascii
 import builtins
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from app.store.tables import (
     is_job_id,
     jobs,
     new_domain,
+    new_job_id,
     status_is,
     tenants,
 )
@@ -123,7 +123,7 @@ def _submitted(row: dict[str, Any]) -> Job:
 def _row(new: NewJob, now: datetime) -> dict[str, Any]:
     """The row of a job `new` asks for, submitted at `now`."""
     return {
-        "id": str(uuid.uuid4()),
+        "id": new_job_id(),
         "url": new.url,
         "domain": new.domain,
         "tenant": new.tenant,
