@@ -373,6 +373,7 @@ class Claimer:
     stay as a steady worker leaves them."""
 
     def __init__(self, database: Database) -> None:
+        self.database = database
         views = Views.of(Settings(_env_file=None))
         self.queue = Queue(database, views.shares, views.records)
         self.retry = views.retry
@@ -411,9 +412,9 @@ async def steady(database: Database, seconds: float, window: int = 500) -> list[
     rows: list[list[str]] = []
     began = time.monotonic()
     while time.monotonic() - began < seconds:
-        claims = await claimer.repeat(window)
+        claims, wal = await claims_with_wal(claimer, window)
         name = f"steady, claims {len(rows) * window + 1:,}-{(len(rows) + 1) * window:,}"
-        rows.append(line(f"{name} ({time.monotonic() - began:.0f} s)", claims))
+        rows.append(line(f"{name} ({time.monotonic() - began:.0f} s)", claims, wal))
         say(" ".join(rows[-1]))
     return rows
 
@@ -433,15 +434,36 @@ async def dead_cursor(database: Database, depth: int) -> str:
     )
 
 
-def line(name: str, times: list[float]) -> list[str]:
-    return [name, str(len(times)), fmt(median(times), 2), fmt(percentile(times, 0.99), 2)]
+def line(name: str, times: list[float], wal: str = "-") -> list[str]:
+    return [name, str(len(times)), fmt(median(times), 2), fmt(percentile(times, 0.99), 2), wal]
+
+
+async def wal_written(database: Database) -> tuple[int, int]:
+    """The server's WAL so far: bytes and full-page images (`pg_stat_wal`, the whole
+    server's: read on a quiet one)."""
+    async with database.read() as conn:
+        written, pages = (
+            await conn.execute(sa.text("SELECT wal_bytes, wal_fpi FROM pg_stat_wal"))
+        ).one()
+    return int(written), int(pages)
+
+
+async def claims_with_wal(claimer: "Claimer", repeats: int) -> tuple[list[float], str]:
+    """`repeats` claims (each with its record), and the WAL each claim and record wrote:
+    KB, and how many of its pages were whole ones (a page's first change since a
+    checkpoint is written whole)."""
+    written, pages = await wal_written(claimer.database)
+    times = await claimer.repeat(repeats)
+    written_after, pages_after = await wal_written(claimer.database)
+    kb = (written_after - written) / repeats / 1024
+    return times, f"{kb:.0f} KB, {(pages_after - pages) / repeats:.0f} whole pages"
 
 
 async def measure_reads(database: Database, repeats: int) -> tuple[list[list[str]], str]:
     """Claim, the dead list and stats: their rows of the table and the plans."""
     store = JobStore(database, utc_now)
     claimer = Claimer(database)
-    rows = [line("claim of 32 (`Queue.claim`)", await claimer.repeat(repeats))]
+    rows = [line("claim of 32 (`Queue.claim`)", *await claims_with_wal(claimer, repeats))]
     rows.append(line("record of its 32 jobs (`Queue.record`)", claimer.records))
     claim_plan, leases = await claim_plans(
         database, lambda: claimer.queue.claim("bench", 32, utc_now(), 60)
@@ -572,13 +594,16 @@ async def main() -> None:
     parser.add_argument("--cycles", type=int, default=2)
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     parser.add_argument("--reuse", action="store_true", help="measure the kept database")
+    parser.add_argument(
+        "--database", default=DATABASE, help="its name: two fills side by side need two"
+    )
     args = parser.parse_args()
     shape = Shape(args.jobs, args.domains, args.tenants, args.content_share)
     began = time.monotonic()
     if args.reuse:
-        url = f"postgresql://postgres@127.0.0.1:5432/{DATABASE}"
+        url = f"postgresql://postgres@127.0.0.1:5432/{args.database}"
     else:
-        url = await fresh_database(args.backend, DATABASE)
+        url = await fresh_database(args.backend, args.database)
     database = Database(url)
     try:
         if not args.reuse:
@@ -587,7 +612,7 @@ async def main() -> None:
         say(f"filled in {time.monotonic() - began:.0f}s")
         measured = {"filled": await sizes(database)}
         rows, plans = await measure_reads(database, args.repeats)
-        for name, n, p50, p99 in rows:
+        for name, n, p50, p99, _ in rows:
             say(f"  {name}: n {n}, p50 {p50} ms, p99 {p99} ms")
         print(f"{plans}\n\n{size_table(measured)}", flush=True)
         if args.steady:
@@ -601,9 +626,9 @@ async def main() -> None:
     finally:
         await database.dispose()
         if not args.keep:
-            await drop_database(args.backend, DATABASE)
+            await drop_database(args.backend, args.database)
     print(f"\n{args.backend}, {shape}\n")
-    print(table(["operation", "n", "p50 ms", "p99 ms"], rows))
+    print(table(["operation", "n", "p50 ms", "p99 ms", "WAL a claim and record"], rows))
     print("\n" + size_table(measured))
     print("\nPlans:\n\n" + plans)
     print(f"\ndone in {time.monotonic() - began:.0f}s")
