@@ -119,10 +119,16 @@ _TIME_ORDERED_ID = """(
            || substr(x, 7, 12)
     FROM (SELECT lpad(to_hex(floor(extract(epoch FROM s0.created) * 1000)::bigint), 12, '0')
                  AS t, md5(random()::text) AS x) AS parts)"""
-FILL_JOBS = f"""
+_RANDOM_ID = "gen_random_uuid()::text"
+"""A job made before ids were time-ordered (version 4), for `--random-ids`."""
+
+
+def fill_jobs_sql(new_id: str) -> str:
+    """The statement that inserts jobs first..last, each id made by the SQL `new_id`."""
+    return f"""
     INSERT INTO jobs ({_JOB_COLUMNS})
     SELECT {_JOB_VALUES}
-    FROM (SELECT s0.*, {_TIME_ORDERED_ID} AS id FROM (
+    FROM (SELECT s0.*, {new_id} AS id FROM (
         SELECT g, random() AS r, random() AS r2,
                random() AS r3,
                'd' || floor(CAST(:domains AS int) * power(random(), 2))::int || '.test' AS domain,
@@ -162,6 +168,8 @@ FILL_JOBS = f"""
         ) AS a
     ) AS k
 """
+
+
 # Each job's attempts, the last one ending as the job did (a pending job's all failed).
 FILL_ATTEMPTS = """
     INSERT INTO attempts (job_id, number, worker_id, started_at, finished_at, outcome,
@@ -240,6 +248,7 @@ class Shape:
     domains: int
     tenants: int
     content_share: float
+    random_ids: bool = False
 
     @property
     def pending(self) -> int:
@@ -270,7 +279,7 @@ async def fill_jobs(
     step: float,
     pending_from: int,
 ) -> None:
-    """Jobs first..last (see FILL_JOBS), `CHUNK` a statement, pending from `pending_from`
+    """Jobs first..last (see `fill_jobs_sql`), `CHUNK` a statement, pending from `pending_from`
     on (a refill passes one past `last`: finished jobs only)."""
     now = utc_now().replace(tzinfo=None)
     pending_step = PENDING_SPAN.total_seconds() / max(shape.pending, 1)
@@ -278,7 +287,7 @@ async def fill_jobs(
         began = time.monotonic()
         await run_sql(
             database,
-            FILL_JOBS,
+            fill_jobs_sql(_RANDOM_ID if shape.random_ids else _TIME_ORDERED_ID),
             first=start,
             last=min(start + CHUNK - 1, last),
             pending_from=pending_from,
@@ -606,10 +615,15 @@ async def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     parser.add_argument("--reuse", action="store_true", help="measure the kept database")
     parser.add_argument(
+        "--random-ids",
+        action="store_true",
+        help="fill random ids (version 4), as jobs made before ids were time-ordered",
+    )
+    parser.add_argument(
         "--database", default=DATABASE, help="its name: two fills side by side need two"
     )
     args = parser.parse_args()
-    shape = Shape(args.jobs, args.domains, args.tenants, args.content_share)
+    shape = Shape(args.jobs, args.domains, args.tenants, args.content_share, args.random_ids)
     began = time.monotonic()
     if args.reuse:
         url = f"postgresql://postgres@127.0.0.1:5432/{args.database}"
