@@ -55,8 +55,9 @@ PRUNE_INTERVAL = timedelta(minutes=5)
 """How often a worker deletes finished jobs past INGEST_RETENTION_DAYS."""
 
 FOLD_INTERVAL = timedelta(seconds=30)
-"""How often a worker folds the changes to the job counts (`app.store.counts`): a busy
-PostgreSQL adds a few hundred rows of them a second, which GET /stats sums until folded."""
+"""How often a worker folds the changes to the job counts (`app.store.counts`), which GET
+/stats sums until folded: two rows a claim or record per tenant it touches on PostgreSQL,
+some 6,000 a second for a worker draining 1,600 jobs/s of 100 tenants."""
 
 
 def new_worker_id() -> str:

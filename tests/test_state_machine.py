@@ -28,7 +28,6 @@ fresh database: a new copy of the migrated SQLite file, or truncated PostgreSQL 
 import asyncio
 import functools
 import shutil
-import types
 import uuid
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
@@ -163,8 +162,11 @@ class QueueMachine(RuleBasedStateMachine):
         # Job ids in submission order: the claim breaks ties by id, and a replay (Hypothesis
         # shrinking) must take the same jobs as the run it replays, so ids cannot be random.
         numbers = count(1)
-        ids = types.SimpleNamespace(uuid4=lambda: uuid.UUID(int=next(numbers)))
-        self.numbered_ids = mock.patch.object(app.store.jobs, "uuid", ids)
+
+        def numbered() -> str:
+            return str(uuid.UUID(int=next(numbers)))
+
+        self.numbered_ids = mock.patch.object(app.store.jobs, "new_job_id", numbered)
         self.numbered_ids.start()
         self.broken = False
         self.now = START
