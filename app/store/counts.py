@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from app.model import JobStatus
 from app.store.database import Database
+from app.store.dialect import binds_lists
 from app.store.tables import job_counts
 
 TENANTS_SHOWN = 1000
@@ -70,11 +71,35 @@ async def tenant_loads(database: Database, tenant: str | None = None) -> list[Te
     return [TenantLoad(name, int(waiting), int(running)) for name, waiting, running in rows]
 
 
+def _fold_in_one_statement() -> sa.Select[Any]:
+    """`_fold` as one statement on PostgreSQL (a data-modifying CTE: `binds_lists`): the rows
+    of changes never leave the server. Read into Python and summed there, 81,808 of them
+    took 536 ms of the worker's loop, which folds between two claims."""
+    gone = (
+        sa.delete(job_counts)
+        .returning(job_counts.c.tenant, job_counts.c.status, job_counts.c.jobs)
+        .cte("gone")
+    )
+    total = sa.func.sum(gone.c.jobs)
+    sums = (
+        sa.select(gone.c.tenant, gone.c.status, total)
+        .group_by(gone.c.tenant, gone.c.status)
+        .having(total != 0)
+    )
+    written = sa.insert(job_counts).from_select(["tenant", "status", "jobs"], sums).cte("written")
+    return sa.select(sa.func.count()).select_from(gone).add_cte(written)
+
+
+_FOLD_IN_ONE_STATEMENT = _fold_in_one_statement()
+
+
 def _fold(conn: sa.Connection) -> int:
     """Delete every row of changes and write back their sums, one row per tenant and
     status (none for a sum of 0); how many rows were folded. On PostgreSQL a row a
     concurrent transaction adds meanwhile is not deleted (not in the delete's snapshot)
     and stays to be summed; two folds at once delete disjoint rows."""
+    if binds_lists(conn.dialect.name):
+        return int(conn.execute(_FOLD_IN_ONE_STATEMENT).scalar_one())
     gone = conn.execute(
         sa.delete(job_counts).returning(job_counts.c.tenant, job_counts.c.status, job_counts.c.jobs)
     ).all()
