@@ -73,8 +73,9 @@ async def tenant_loads(database: Database, tenant: str | None = None) -> list[Te
 
 def _fold_in_one_statement() -> sa.Select[Any]:
     """`_fold` as one statement on PostgreSQL (a data-modifying CTE: `binds_lists`): the rows
-    of changes never leave the server. Read into Python and summed there, 81,808 of them
-    took 536 ms of the worker's loop, which folds between two claims."""
+    of changes never leave the server: 92-108 ms for 60,000-68,000 of them at 10 M jobs,
+    where reading them into Python and summing them there took 283-293 ms, in the worker's
+    event loop, between two claims."""
     gone = (
         sa.delete(job_counts)
         .returning(job_counts.c.tenant, job_counts.c.status, job_counts.c.jobs)

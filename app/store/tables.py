@@ -44,8 +44,9 @@ def new_job_id() -> str:
     a claim or a record touches at once (made within the same hours) share the primary
     key's pages, and their child rows' `job_id` pages. With random ids (version 4) each of
     a claim's 32 jobs wrote to a page of its own, and each page's first write after a
-    checkpoint put the whole page (8 KB) in the WAL: at ten million jobs 650-700 KB a claim
-    against 250-530 KB, 13-15 ms against 9-10 (docs/benchmarks.md). Random below the
+    checkpoint put the whole page (8 KB) in the WAL: at ten million jobs a claim and its
+    record wrote 840-1,180 KB of WAL, against 330-670 KB, and claims took 9-12 ms p50 against
+    8-9.5 (docs/benchmarks.md, "Time-ordered job ids"). Random below the
     millisecond, not a counter as some makers of version 7 use: jobs of one batch then differ
     by their 16th character, which keeps the CLI's short ids short (`app.cli.output`)."""
     bits = time.time_ns() // 1_000_000 << 80 | int.from_bytes(os.urandom(10))
