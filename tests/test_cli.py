@@ -17,12 +17,13 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
-from app.cli.output import SHORT_ID, distinct_prefix, printable
+from app.cli.output import printable
 from app.clock import utc_now
 from app.model import DeadReason, ErrorKind, Failure, Fetched, MarkDead, NewJob
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
+from app.wording import SHORT_ID, distinct_prefix
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.outcomes import failed, succeeded
 from tests.processes import INSTALLED

@@ -21,6 +21,7 @@ from app.api.pages import duration, relative
 from app.clock import utc_now
 from app.settings import Settings
 from app.store.tables import Domain
+from app.wording import SHORT_ID, distinct_prefix
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.webserver import Reply, ScriptedServer
 
@@ -95,6 +96,19 @@ async def test_overview_shows_counts_dead_waiting_and_paused(make_settings, web)
     assert "HTTP 429, Retry-After 600s" in page
     assert 'data-blocked="domain_paused"' in page
     assert '<li class="s-dead" data-status="dead"><span class="n">1</span>' in page
+
+
+async def test_job_links_show_as_much_of_each_id_as_tells_them_apart(make_settings, web):
+    """Ids made within a minute share their first 8 characters: each list links its jobs by
+    the start that tells the page's jobs apart, the whole id in the link's title."""
+    seeded = await seed(make_settings, web)
+    async with running_app(make_settings(worker_enabled=False)) as (_, client):
+        page = (await client.get("/dashboard")).text
+    links = dict(re.findall(r'title="([0-9a-f-]{36})">([0-9a-f-]+)</a>', page))
+    assert {seeded.dead, seeded.waiting} <= set(links)
+    length = distinct_prefix(list(links))
+    assert SHORT_ID < length < 36
+    assert {job_id: job_id[:length] for job_id in links} == links
 
 
 async def test_domain_filter_narrows_every_list(make_settings, web):

@@ -43,6 +43,7 @@ from app.store.jobs import JobNotFound, JobStore, StateConflict
 from app.store.tables import Job, is_job_id
 from app.store.workers import silence
 from app.wire import PageMetadataOut
+from app.wording import distinct_prefix
 
 PAGE_SIZE = 25
 RECENT = 10
@@ -97,6 +98,11 @@ async def overview(
     jobs, now = runtime.jobs, runtime.clock()
     domains = await runtime.domains.overview(now, domain=view.domain)
     found = await jobs.search(view.q, view.domain, view.tenant, PAGE_SIZE) if view.q else None
+    running = await jobs.running(view.domain, view.tenant, PAGE_SIZE)
+    dead = await jobs.list([JobStatus.DEAD], view.domain, view.tenant, PAGE_SIZE, view.cursor)
+    waiting = await jobs.waiting(view.domain, view.tenant, PAGE_SIZE)
+    succeeded = await jobs.list([JobStatus.SUCCEEDED], view.domain, view.tenant, RECENT)
+    listed = [*(found or []), *running, *dead.items, *waiting, *succeeded.items]
     context = {
         "view": view,
         "now": now,
@@ -104,17 +110,19 @@ async def overview(
         "stats": await jobs.stats(view.tenant, view.domain),
         "chart": layout(await finished_per_minute(runtime.database, now, CHART_MINUTES)),
         "workers": await runtime.workers.list(now, silence(runtime.settings.lease_seconds)),
-        "running": await jobs.running(view.domain, view.tenant, PAGE_SIZE),
+        "running": running,
         "domains": _busiest_first(domains)[:PAGE_SIZE],
         "domain_count": len(domains),
         "domain_limit": runtime.settings.domain_max_in_flight,
         "tenants": await jobs.tenant_loads(view.tenant),
         "settings": runtime.settings,
-        "dead": await jobs.list([JobStatus.DEAD], view.domain, view.tenant, PAGE_SIZE, view.cursor),
-        "waiting": await jobs.waiting(view.domain, view.tenant, PAGE_SIZE),
-        "succeeded": await jobs.list([JobStatus.SUCCEEDED], view.domain, view.tenant, RECENT),
+        "dead": dead,
+        "waiting": waiting,
+        "succeeded": succeeded,
         "found": found,
         "page_size": PAGE_SIZE,
+        # Every list links its jobs by as much of their ids as tells the page's jobs apart.
+        "id_length": distinct_prefix([job.id for job in listed]),
     }
     return templates.TemplateResponse(request, "overview.html", context)
 

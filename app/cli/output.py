@@ -13,7 +13,6 @@ Why one module past 300 lines: one layout per printed table, each a short list o
 kept together so all tables narrow the same way.
 """
 
-import itertools
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -32,12 +31,12 @@ from app.store.domains import DomainOverview
 from app.store.reads import Version
 from app.store.tables import Attempt, Job
 from app.store.workers import WorkerSeen
+from app.wording import distinct_prefix
 
 PIPED_WIDTH = 200
 """Output that goes to no terminal, with no COLUMNS: a width that holds most rows whole."""
 WIDE = 10_000
 """The width of `--wide` output: no table is cut to it."""
-SHORT_ID = 8
 SHORT_SHA256 = 12
 """Hex digits of a text's sha256 shown: enough to tell a job's versions apart."""
 GAP = 3
@@ -109,20 +108,6 @@ def shorten(text: str, width: int) -> str:
 
 def cut_end(text: str, width: int) -> str:
     return text if len(text) <= width else f"{text[: width - 1]}…"
-
-
-def distinct_prefix(ids: Sequence[str]) -> int:
-    """How many leading characters (`SHORT_ID` at least) tell `ids` apart. Job ids begin
-    with the time they were made (`app.store.tables.new_job_id`): jobs submitted within a
-    minute share their first 8 characters, those made in one millisecond their first 15."""
-    # Sorted, the longest start any two ids share is one that two neighbours share.
-    shared = (_shared_start(a, b) for a, b in itertools.pairwise(sorted(set(ids))))
-    return max([SHORT_ID, *(n + 1 for n in shared)])
-
-
-def _shared_start(a: str, b: str) -> int:
-    differ = (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
-    return next(differ, min(len(a), len(b)))
 
 
 def short_ids(ids: Sequence[str]) -> Callable[[str, int], str]:
