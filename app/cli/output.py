@@ -110,10 +110,9 @@ def cut_end(text: str, width: int) -> str:
     return text if len(text) <= width else f"{text[: width - 1]}…"
 
 
-def short_ids(ids: Sequence[str]) -> Callable[[str, int], str]:
-    """A cut for a column of `ids`: an id whole if it fits, else as many of its first
-    characters as tell the column's ids apart (which the commands accept)."""
-    length = distinct_prefix(ids)
+def short_ids(length: int) -> Callable[[str, int], str]:
+    """A cut for a column of ids: an id whole if it fits, else its first `length`
+    characters (`distinct_prefix` of the column: which the commands accept)."""
     return lambda job_id, width: job_id if len(job_id) <= width else job_id[:length]
 
 
@@ -223,13 +222,13 @@ def _row(*values: object) -> list[Text]:
 
 
 def jobs_table(items: Sequence[Job], now: datetime, width: int | None) -> Table:
-    ids = [job.id for job in items]
+    id_length = distinct_prefix([job.id for job in items])
 
     def column(header: str, cell: Callable[[Job], str], **options: Any) -> Column:
         return Column(header, [cell(job) for job in items], **options)
 
     columns = [
-        column("ID", lambda job: job.id, cut=short_ids(ids)),
+        column("ID", lambda job: job.id, cut=short_ids(id_length)),
         column("URL", lambda job: job.url, cut=shorten),
         column("STATUS", _status),
         column("ATTEMPTS", lambda job: f"{job.attempts}/{job.max_attempts}"),
@@ -243,7 +242,7 @@ def jobs_table(items: Sequence[Job], now: datetime, width: int | None) -> Table:
         Shrink("URL", 40),
         Drop("CREATED (UTC)"),
         Drop("TENANT"),
-        Shrink("ID", distinct_prefix(ids)),
+        Shrink("ID", id_length),
         Shrink("URL", 30),
         Drop("BLOCKED BY"),
         Drop("ATTEMPTS"),
