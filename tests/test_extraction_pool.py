@@ -92,14 +92,40 @@ SMALL_PAGE = b"<title>Small</title><p>" + b"x" * 2000 + b"</p>"
         ("text/html", b"<p>" + b"x" * SMALL_PAGE_BYTES + b"</p>", "process"),
         ("application/pdf", b"%PDF-1.7", "process"),
         ("application/json", b"[1]", "loop"),
-        ("text/plain", b"x" * (SMALL_PAGE_BYTES + 1), "thread"),
+        ("application/xml", b"<" * SMALL_PAGE_BYTES, "loop"),
+        ("text/plain", b"x" * (SMALL_PAGE_BYTES + 1), "process"),
+        ("application/xml", b"<" * (SMALL_PAGE_BYTES + 1), "process"),
+        ("application/atom+xml", b"<" * (SMALL_PAGE_BYTES + 1), "process"),
+        ("application/json", b" " * (SMALL_PAGE_BYTES + 1), "process"),
+        (None, b"x" * (SMALL_PAGE_BYTES + 1), "process"),
+        ("image/png", b"x" * (SMALL_PAGE_BYTES + 1), "loop"),
         (None, b"x", "loop"),
     ],
 )
 def test_where_a_body_is_extracted(content_type: str | None, body: bytes, place: str) -> None:
-    """A PDF and a page past a few dozen tags or 8 KiB go to the processes; a small page or
-    a small text body stays on the loop; a large text body goes to the thread."""
+    """A PDF, a page past a few dozen tags or 8 KiB, and any text past 8 KiB go to the
+    processes; a small page, a small text body and a body with no text stay on the loop."""
     assert place == where(content_type, body)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/xml", b"<" * 1024 * 1024),
+        ("application/json", b"[" + b"1," * 100_000 + b"1]"),
+        ("text/plain", b"plain text " * 10_000),
+    ],
+)
+async def test_large_text_is_parsed_in_the_processes(content_type: str, body: bytes) -> None:
+    """XML, JSON and plain text past 8 KiB are parsed in the processes, under their deadline,
+    not in a thread of the worker: the same Document as extract's here."""
+    extraction = pool()
+    try:
+        document = await extraction.extract(body, content_type, None)
+        started = extraction._pool is not None
+    finally:
+        extraction.close()
+    assert (extract(body, content_type), True) == (document, started)
 
 
 async def test_small_pages_and_json_never_start_the_processes() -> None:

@@ -9,10 +9,11 @@ text (an image, an archive) gives none. HTML and XML are read up to PARSE_MAX_CH
 import html
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from app.content.charsets import charset_of, decode
 from app.content.document import Document
+from app.content.hostile import PageCaps
 from app.content.html import main_content
 from app.content.pdf import pdf_document
 from app.content.render import render
@@ -36,6 +37,8 @@ PARSE_MAX_CHARS = 2 * 1024 * 1024
 class ExtractionLimits:
     pdf_max_pages: int = 200
     """A PDF's pages past this are not read (INGEST_PDF_MAX_PAGES)."""
+    page: PageCaps = field(default_factory=PageCaps)
+    """An HTML page past these is refused as hostile (`app.content.hostile`)."""
 
 
 def extract(
@@ -46,7 +49,7 @@ def extract(
 ) -> Document:
     """Take a body's text, Markdown and metadata; `url` (the final URL) resolves its links.
 
-    Raises UnparseableContent for JSON or a PDF that does not parse."""
+    Raises UnparseableContent for JSON or a PDF that does not parse, or a hostile page."""
     media = media_type(content_type)
     if is_pdf(media):
         return pdf_document(body, limits.pdf_max_pages)
@@ -56,7 +59,7 @@ def extract(
     text = decode(body, charset.codec)
     found = PageMetadata(charset=charset.codec, charset_source=charset.source)
     if is_html(media):
-        return _html(text[:PARSE_MAX_CHARS], url, found)
+        return _html(text[:PARSE_MAX_CHARS], url, found, limits.page)
     markdown = text
     if is_json(media):
         _check_json(text)
@@ -66,12 +69,12 @@ def extract(
     return Document(text=text, markdown=markdown, metadata=found)
 
 
-def _html(document: str, url: str | None, found: PageMetadata) -> Document:
-    main = main_content(document, url)
+def _html(document: str, url: str | None, found: PageMetadata, caps: PageCaps) -> Document:
+    main = main_content(document, url, caps)
     metadata = replace(main.metadata, charset=found.charset, charset_source=found.charset_source)
     if main.body is None:
         return Document(text="", markdown="", metadata=metadata)
-    rendered = render(main.body)
+    rendered = render(main.body, metadata.title)
     return Document(text=rendered.text, markdown=rendered.markdown, metadata=metadata)
 
 
@@ -104,13 +107,30 @@ def _check_json(text: str) -> None:
         raise UnparseableContent(f"invalid JSON: {exc}") from None
 
 
-_TAG = re.compile(r"<[^>]*>")
-_CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.DOTALL)
+# Up to the next < too: `<[^>]*>` rescanned to the end from each unclosed <, quadratic.
+_TAG = re.compile(r"<[^<>]*>")
+_CDATA_OPEN = "<![CDATA["
+_CDATA_CLOSE = "]]>"
 
 
 def _xml_text(document: str) -> str:
-    # Regular expressions, not an XML parser: no entity expansion, so no billion laughs.
-    return _lines(html.unescape(_TAG.sub("\n", _CDATA.sub(r"\1", document))))
+    # Not an XML parser: no entity expansion, so no billion laughs. One pass each, linear.
+    return _lines(html.unescape(_TAG.sub("\n", _unwrapped(document))))
+
+
+def _unwrapped(document: str) -> str:
+    """Each CDATA section as its content (its tags then dropped as the document's are); an
+    unclosed one left as it is. A `.*?` pattern rescanned the rest from every opening."""
+    parts: list[str] = []
+    at = 0
+    while (start := document.find(_CDATA_OPEN, at)) >= 0:
+        end = document.find(_CDATA_CLOSE, start + len(_CDATA_OPEN))
+        if end < 0:  # no close after this opening, so none after any later one
+            break
+        parts += (document[at:start], document[start + len(_CDATA_OPEN) : end])
+        at = end + len(_CDATA_CLOSE)
+    parts.append(document[at:])
+    return "".join(parts)
 
 
 def _lines(text: str) -> str:

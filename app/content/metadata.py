@@ -5,6 +5,9 @@ more than the extraction and is often wrong).
 
 Where sources disagree the most specific wins: JSON-LD's article object, then Open Graph
 and its `article:` tags, then plain meta tags, then the document (`<title>`, `<html lang>`).
+
+Every string is one line that is safe to print (`field_text`): no terminal escape sequence,
+control character or invisible one is kept, as none is of a header.
 """
 
 import json
@@ -16,6 +19,7 @@ from urllib.parse import urljoin
 
 from lxml.html import HtmlElement
 
+from app.content.inline import INVISIBLE
 from app.model import PageMetadata
 
 FIELD_MAX_CHARS = 1000
@@ -256,11 +260,32 @@ def _text(value: Any) -> str | None:
     return _clean(value) if isinstance(value, str) else None
 
 
+# What a terminal would act on: CSI (ESC [ or U+009B, to its final byte) and OSC (ESC ] or
+# U+009D, to BEL or ST), dropped whole; any other ESC goes with the control characters.
+_ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c\x9d]*(?:\x07|\x1b\\|\x9c)"
+)
+# C0, DEL and C1 controls, but those `str.split` reads as whitespace (tab, line breaks), and
+# the invisible characters the main text drops too (`inline.INVISIBLE`: bidi overrides...).
+_DROPPED = INVISIBLE | {
+    code: None for code in (*range(0x20), *range(0x7F, 0xA0)) if not chr(code).isspace()
+}
+
+
+def field_text(value: str) -> str:
+    """`value` as one printable line: escape sequences, control and invisible characters
+    dropped, whitespace (tabs, line breaks) collapsed to single spaces, cut at
+    FIELD_MAX_CHARS. A PDF's info strings are cleaned by it too."""
+    if not value.isprintable():  # else no control, invisible or line-breaking character
+        value = _ESCAPE_SEQUENCE.sub("", value).translate(_DROPPED)
+    return " ".join(value.split())[:FIELD_MAX_CHARS]
+
+
 def _clean(value: str | None) -> str | None:
-    """Whitespace collapsed, capped at FIELD_MAX_CHARS; None if nothing is left."""
+    """`value` as `field_text`; None if nothing is left."""
     if not value:
         return None
-    return " ".join(value.split())[:FIELD_MAX_CHARS] or None
+    return field_text(value) or None
 
 
 def _unique(values: Iterator[str] | list[str]) -> tuple[str, ...]:

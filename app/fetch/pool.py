@@ -15,11 +15,11 @@ it would hold the interpreter lock. So bodies go to a pool of processes
 
 The processes start on first use (`forkserver`: a clean process that has imported the
 extractors once, so a new one starts in milliseconds and inherits no sockets or threads of
-the worker). What costs less than the trip there (`where`) stays: a small page, or a small
-body of a type that needs no extractor (plain text, JSON, XML), is read on the worker's loop;
-a larger one of those in the worker's parser thread.
-INGEST_EXTRACT_PROCESSES=0 extracts everything in that thread (no deadline, no memory cap:
-for tests and the smallest set-ups).
+the worker). What costs less than the trip there (`where`) stays on the worker's loop: a
+small page, any other text of a few KB, a body with no text. Every other body goes there,
+whatever its type: megabytes of text parsed in a thread hold the interpreter lock (the loop
+and the API wait) with no deadline. INGEST_EXTRACT_PROCESSES=0 parses those in a thread of
+the worker all the same (no deadline, no memory cap: for tests and the smallest set-ups).
 """
 
 import asyncio
@@ -28,18 +28,24 @@ import logging
 import multiprocessing
 import resource
 import threading
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TypeVar, TypeVarTuple
 
 from pebble import ProcessExpired, ProcessPool
 
 from app.content.document import Document
 from app.content.extract import ExtractionLimits, extract
-from app.content.types import is_html, is_pdf, media_type
+from app.content.types import has_text, is_html, is_pdf, media_type
+from app.fetch.turns import FairTurns
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 TASKS_PER_PROCESS = 1000
 
@@ -58,6 +64,8 @@ class PoolSettings:
     timeout_seconds: float
     memory_mb: int
     limits: ExtractionLimits
+    tenant_weights: Mapping[str, int] = field(default_factory=dict)
+    """Tenants' shares of the extraction turns (INGEST_TENANT_WEIGHTS; 1 for one not named)."""
 
 
 SMALL_PAGE_TAGS = 32
@@ -66,20 +74,24 @@ SMALL_PAGE_TAGS = 32
 trip to a process and back (~1 ms of CPU) or to a thread (~0.45 ms and the interpreter lock
 handed to and fro)."""
 SMALL_PAGE_BYTES = 8 * 1024
-"""...and of at most this many bytes (a few tags of a long text cost little more)."""
+"""...and of at most this many bytes (a few tags of a long text cost little more). The line
+for every other text body too: its charset detection, JSON check or XML's text is linear,
+but past a few KB it is worth the trip, which puts it under the deadline."""
 
 
 def where(content_type: str | None, body: bytes) -> str:
-    """Where a body is extracted: "loop" (a small page, plain text, JSON, XML under
-    SMALL_PAGE_BYTES), "thread" (larger text that needs no extractor) or "process" (a PDF,
-    an HTML page past the small page's bounds)."""
+    """Where a body is extracted: "loop" (a small page; plain text, JSON, XML or any other
+    text of at most SMALL_PAGE_BYTES; a body with no text, which is not read) or "process"
+    (a PDF, a page past the small page's bounds, any larger text)."""
     media = media_type(content_type)
     if is_pdf(media):
         return "process"
+    if not has_text(media):
+        return "loop"
     small = len(body) <= SMALL_PAGE_BYTES
     if is_html(media):
         return "loop" if small and body.count(b"<") <= SMALL_PAGE_TAGS else "process"
-    return "loop" if small else "thread"
+    return "loop" if small else "process"
 
 
 def _start_process(memory_mb: int) -> None:
@@ -104,22 +116,31 @@ class ExtractionPool:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-parse")
         # Bodies past a small page's size wait here for their turn still spooled (on disk
         # past the fetcher's SPOOL_BYTES), not read into memory while 32 slots queue for two
-        # processes: two per process in flight keep each busy.
-        self._turns = asyncio.Semaphore(2 * max(settings.processes, 1))
+        # processes; the turns go round the tenants (`app.fetch.turns`).
+        weights = settings.tenant_weights
+        self._turns = FairTurns(settings.processes, lambda tenant: weights.get(tenant, 1))
 
-    def turn(self, size: int) -> contextlib.AbstractAsyncContextManager[object]:
-        """Held while a body of `size` bytes is read and extracted: a turn among the bodies
-        in flight for a body past SMALL_PAGE_BYTES, nothing to wait for otherwise."""
-        return self._turns if size > SMALL_PAGE_BYTES else contextlib.nullcontext()
+    def turn(self, size: int, tenant: str) -> contextlib.AbstractAsyncContextManager[object]:
+        """Held while `tenant`'s body of `size` bytes is read and extracted: a turn among the
+        bodies in flight for a body past SMALL_PAGE_BYTES, nothing to wait for otherwise (a
+        smaller one that leaves the loop waits in `extract`)."""
+        return self._turns.turn(tenant) if size > SMALL_PAGE_BYTES else contextlib.nullcontext()
 
-    async def extract(self, body: bytes, content_type: str | None, url: str | None) -> Document:
-        """The body's Document; raises UnparseableContent, ExtractionTimeout, ExtractionFailed."""
+    async def extract(
+        self, body: bytes, content_type: str | None, url: str | None, tenant: str | None = None
+    ) -> Document:
+        """The body's Document; raises UnparseableContent, ExtractionTimeout, ExtractionFailed.
+        A body of at most SMALL_PAGE_BYTES that leaves the loop takes its turn here, as
+        `tenant`'s (a larger one holds its own already: `turn`)."""
         settings = self.settings
         loop = asyncio.get_running_loop()
         place = where(content_type, body)
         if place == "loop":
             return extract(body, content_type, url=url, limits=settings.limits)
-        if place == "thread" or settings.processes == 0:
+        if tenant is not None and len(body) <= SMALL_PAGE_BYTES:
+            async with self._turns.turn(tenant):
+                return await self.extract(body, content_type, url)
+        if settings.processes == 0:  # the fallback: no deadline, no memory cap
             return await loop.run_in_executor(
                 self._thread, _extract_in_process, body, content_type, url, settings.limits
             )
@@ -150,6 +171,36 @@ class ExtractionPool:
             future.cancel()  # type: ignore[no-untyped-call]
             raise
         return document
+
+    async def call(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        """`fn(*args)` in the processes, under the bodies' deadline and memory cap (`fn` a
+        module's function: it, its arguments and its result cross by pickle); in the parse
+        thread with INGEST_EXTRACT_PROCESSES=0. For parsing other than a body's (robots.txt,
+        `app.fetch.robots`); raises what `fn` raises, ExtractionTimeout, ExtractionFailed."""
+        settings = self.settings
+        if settings.processes == 0:
+            return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+        future = self._processes().schedule(fn, args=args, timeout=settings.timeout_seconds)
+        try:
+            result: T = await asyncio.wrap_future(future)
+        except FutureTimeout:
+            raise ExtractionTimeout(
+                f"not done within {settings.timeout_seconds:g}s (INGEST_EXTRACT_TIMEOUT_SECONDS)"
+            ) from None
+        except MemoryError:
+            raise ExtractionFailed(
+                f"ran out of memory ({settings.memory_mb} MB, INGEST_EXTRACT_MEMORY_MB)"
+            ) from None
+        except ProcessExpired as exc:
+            raise ExtractionFailed(
+                f"the extraction process died (exit code {exc.exitcode})"
+            ) from None
+        except BrokenProcessPool:  # every process died at once: started again on next use
+            raise ExtractionFailed("the extraction processes died") from None
+        except asyncio.CancelledError:
+            future.cancel()  # type: ignore[no-untyped-call]
+            raise
+        return result
 
     def _processes(self) -> ProcessPool:
         """The pool, started on first use, and again if it broke."""
@@ -185,4 +236,4 @@ class ExtractionPool:
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 # The forkserver imports the extractors once; every process forked from it has them loaded.
-_CONTEXT.set_forkserver_preload(["app.content.extract"])
+_CONTEXT.set_forkserver_preload(["app.content.extract", "app.robots"])

@@ -1,6 +1,7 @@
 """app.content: media types, title and main text, JSON checks (charsets: test_charsets)."""
 
 import copy
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from app.content import html
 from app.content.charsets import charset_of, decode
 from app.content.extract import PARSE_MAX_CHARS, extract
 from app.content.metadata import FIELD_MAX_CHARS as TITLE_MAX_CHARS
+from app.content.metadata import field_text
 from app.content.types import UnparseableContent, is_allowed_type, media_type
 from app.settings import DEFAULT_CONTENT_TYPES
 
@@ -115,6 +117,44 @@ def test_only_html_has_a_title(content_type: str | None) -> None:
     """A <title> in any other type than HTML is not a title."""
     body = b'"<title>T</title>"' if content_type == "application/json" else b"<title>T</title>"
     assert None is extract(body, content_type).metadata.title
+
+
+HOSTILE_HEAD = (
+    "<title>\x1b[31mRed\x1b[0m alert\x07 \x85now\x9b2J \u202eevil\u202c\x7f</title>"
+    '<meta name="author" content="Ann \x1b]8;;https://x.test/\x07Smith\x1b]8;;\x1b\\">'
+    '<meta name="description" content="one\ntwo\tthree \x1bc\x08\x01">'
+    '<meta property="og:site_name" content="\x9d0;title\x9cCourier\u2066">'
+    '<meta name="keywords" content="mills\x1b[1m, \x1b[Ktides\x9f">'
+    "<p>Text.</p>"
+)
+
+
+def test_metadata_keeps_no_control_characters() -> None:
+    """Escape sequences (CSI and OSC, by ESC or by their C1 codes) are dropped whole; other
+    C0 and C1 controls, DEL, and bidi overrides and isolates are dropped; tabs and line
+    breaks are spaces: in the title, authors, description, site name and keywords."""
+    metadata = extract(HOSTILE_HEAD.encode(), HTML).metadata
+    assert (
+        "Red alert now evil",
+        ("Ann Smith",),
+        "one two three c",
+        "Courier",
+        ("mills", "tides"),
+    ) == (
+        metadata.title,
+        metadata.authors,
+        metadata.description,
+        metadata.site_name,
+        metadata.keywords,
+    )
+
+
+def test_json_ld_strings_keep_no_control_characters() -> None:
+    """JSON-LD escapes (`\\u001b`, `\\u0000`) decode to controls, which are dropped too."""
+    ld = r'{"@type": "Article", "headline": "Head\u001b[2Jline\u0000 one", "author": "A\u0090B"}'
+    document = f'<script type="application/ld+json">{ld}</script><p>Text.</p>'
+    metadata = extract(document.encode(), HTML).metadata
+    assert ("Headline one", ("AB",)) == (metadata.title, metadata.authors)
 
 
 # ---- main text ----------------------------------------------------------------------------
@@ -242,6 +282,44 @@ def test_xml_text_is_between_the_tags() -> None:
 
 
 @pytest.mark.parametrize(
+    ("document", "text"),
+    [
+        (
+            '<?xml version="1.0"?><!-- a note --><feed><title>A &lt;b&gt; title</title></feed>',
+            "A <b> title",
+        ),
+        (
+            "<r>\n <a><![CDATA[one\ntwo]]></a>\n <b><![CDATA[three & <i>four</i>]]></b>\n</r>",
+            "one\ntwo\nthree &\nfour",
+        ),
+        ("<d><![CDATA[x ]] y > z]]>tail</d><e><![CDATA[]]></e>", "x ]] y > ztail"),
+        ('<a href="x?a=1&amp;b=2">link</a> &#233;t&#xE9; &copy;', "link\nété ©"),
+        ("<!DOCTYPE r SYSTEM \"r.dtd\"><r a='1'><e/>text<e /></r>", "text"),
+        ("a < b <c>d</c>", "a < b\nd"),  # a stray < is text, not the start of a tag to the next >
+        ("<r><![CDATA[open</r>", "<![CDATA[open"),  # an unclosed CDATA is text
+    ],
+)
+def test_xml_text_of_each_document(document: str, text: str) -> None:
+    """Tags, comments and declarations dropped, each CDATA section's content kept (its tags
+    dropped too), entities decoded, blank lines dropped."""
+    assert text == extract(document.encode(), "application/xml").text
+
+
+@pytest.mark.parametrize("unit", ["<", "<![CDATA[", "<![CDATA[<", "<a", "&amp"])
+def test_a_megabyte_of_unclosed_xml_is_read_in_linear_time(unit: str) -> None:
+    """A megabyte of `<` or of `<![CDATA[` (no > or ]]> after them) was quadratic, each tag
+    and CDATA pattern rescanning to the end from every opening: now one pass (CPU time, so a
+    busy machine does not count). Openings alone are text."""
+    body = (unit * (1024 * 1024 // len(unit))).encode()
+    start = time.thread_time()
+    text = extract(body, "application/xml").text
+    elapsed = time.thread_time() - start
+    assert elapsed < 1.0, f"{elapsed:.2f}s of CPU"
+    if unit in ("<", "<![CDATA["):
+        assert body.decode() == text
+
+
+@pytest.mark.parametrize(
     "body",
     [b'{"a": [1, 2, {"b": null}]}', b"[]", b'"just a string"', '{"é": "ü"}'.encode("utf-16")],
 )
@@ -305,3 +383,52 @@ def test_an_empty_page_has_no_text() -> None:
     """A page of nothing, or of a title alone, has empty text and Markdown, not a failure."""
     documents = [extract(body, HTML) for body in (b"", b"  \n", b"<title>only</title>")]
     assert [("", "")] * 3 == [(d.text, d.markdown) for d in documents]
+
+
+OUTSIDE_HEADING = b"""<html><head><title>Tidal mill saved | Courier</title>
+<meta property="og:title" content="Tidal mill saved"></head><body>
+<header><nav><a href="/">Home</a></nav><h1>Tidal mill saved</h1></header>
+<main><article><p>Residents of Brackwater voted on Saturday to keep the tidal mill, after a
+campaign that lasted two years and divided the town.</p><h2>What next</h2><p>Repairs to the
+sluice gates begin in spring, and volunteers will dredge the mill pond over the summer.</p>
+</article></main><footer>All rights reserved</footer></body></html>"""
+
+
+def test_a_title_outside_the_main_content_heads_its_markdown() -> None:
+    """An `<h1>` outside `<main>` is no main content: the page's title heads the Markdown
+    (not the text, which is the main content alone); a page whose content opens with its
+    heading keeps that heading alone."""
+    outside = extract(OUTSIDE_HEADING, HTML)
+    within = OUTSIDE_HEADING.replace(b"<main><article>", b"<main><article><h1>Mill</h1>")
+    inside = extract(within, HTML)
+    assert (
+        [
+            "# Tidal mill saved",
+            "Residents of Brackwater voted",
+            "## What next",
+            "Repairs to the sluice",
+        ],
+        ["# Mill", "Residents of Brackwater voted", "## What next", "Repairs to the sluice"],
+        ["Residents of Brackwater voted", "What next", "Repairs to the sluice"],
+    ) == (
+        [_start(block) for block in outside.markdown.split("\n\n")],
+        [_start(block) for block in inside.markdown.split("\n\n")],
+        [_start(line) for line in outside.text.split("\n")],
+    )
+
+
+def _start(block: str) -> str:
+    """The first four words of `block` (at most)."""
+    return " ".join(block.split()[:4])
+
+
+@pytest.mark.parametrize("unit", ["\x9d", "\x1b]", "\x9b0", "\x1b[0"])
+def test_a_megabyte_of_unterminated_escapes_in_metadata_is_cleaned_in_linear_time(
+    unit: str,
+) -> None:
+    """A title of nothing but escape sequences that never end is cleaned in one pass (an OSC
+    that ran to the next one's end each time took hours on a megabyte)."""
+    started = time.process_time()
+    cleaned = field_text(unit * (1024 * 1024 // len(unit)))
+    assert time.process_time() - started < 1.0
+    assert "\x1b" not in cleaned and "\x9d" not in cleaned and "\x9b" not in cleaned
