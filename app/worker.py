@@ -337,7 +337,7 @@ class Worker:
                 await self._keep_crawl_delay(lease, check.read.crawl_delay(self.robots.token))
             if check.refusal is not None:
                 return check.refusal
-        return await self.fetcher.fetch(lease.url, lease.previous)
+        return await self.fetcher.fetch(lease.url, lease.previous, lease.tenant)
 
     async def _keep_crawl_delay(self, lease: Lease, delay: float | None) -> None:
         """Write the Crawl-delay just read where every claim sees it, and space the domain's

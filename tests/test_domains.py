@@ -196,21 +196,66 @@ async def test_tenants_on_a_busy_domain_do_not_hold_up_a_due_job(make_settings, 
     assert 0 == sum(other_web.count(f"/blocked/{i}") for i in range(40))
 
 
+BAD_LOCATIONS = (
+    "http://[::1",
+    "http://0177.0.0.2:99999999/",  # octal IPv4 (httpx refuses it) and a port past 65535
+    "http://0x7f.1:99999999/",  # hex IPv4, which parses, and a port past 65535
+    "http://2130706433:0/",
+    "ftp://127.0.0.1/",
+    "http://a..b/",
+    "http://1.2.3.4.5/",
+    "http://user:pass@127.0.0.1/",
+)
+
+
 async def test_a_redirect_to_no_url_is_fatal_and_not_the_domains_fault(make_settings, web):
-    """A 302 whose Location does not parse (`http://[::1`) kills its job at once, fatal
-    InvalidRedirect, after one request. It is the page's fault, not its domain's: after a
-    500 had started the domain's failure streak, the streak stays at 1 and the domain is
-    not paused (at a threshold of 2 failures)."""
+    """A 302 whose Location is no URL to fetch (it does not parse; a port past 65535, in
+    any IPv4 form; another scheme; a host that is no name or address; userinfo) kills its
+    job at once, fatal InvalidRedirect, after one request. It is the page's fault, not its
+    domain's: after a 500 had started the domain's failure streak, the streak stays at 1
+    and the domain is not paused (at a threshold of 2 failures)."""
     down = web.script("/down", Reply(500))
-    bad = web.script("/bad", Reply(302, headers={"Location": "http://[::1"}))
+    bad = [
+        web.script(f"/bad/{i}", Reply(302, headers={"Location": location}))
+        for i, location in enumerate(BAD_LOCATIONS)
+    ]
     async with running_app(make_settings(domain_failure_threshold=2)) as (_, client):
         first = await submit(client, down, max_attempts=1)
         await wait_for_status(client, first["id"], "dead")
-        job = await submit(client, bad)
-        dead = await wait_for_status(client, job["id"], "dead")
+        jobs = [await submit(client, url) for url in bad]
+        dead = [await wait_for_status(client, job["id"], "dead") for job in jobs]
         domains = {d["domain"]: d for d in (await client.get("/domains")).json()["items"]}
-    domain = domains[job["domain"]]
-    assert ("fatal", 1, 1) == (dead["dead_reason"], dead["attempts"], web.count("/bad"))
-    assert ("fatal", "InvalidRedirect") == (dead["last_error"]["kind"], dead["last_error"]["type"])
-    assert "Location 'http://[::1', which is no URL" in dead["last_error"]["message"]
+    domain = domains[jobs[0]["domain"]]
+    assert [("fatal", 1, 1, "fatal", "InvalidRedirect")] * len(bad) == [
+        (
+            job["dead_reason"],
+            job["attempts"],
+            web.count(f"/bad/{i}"),
+            job["last_error"]["kind"],
+            job["last_error"]["type"],
+        )
+        for i, job in enumerate(dead)
+    ]
+    starts = [f"HTTP 302 to Location {location!r}, which is no URL" for location in BAD_LOCATIONS]
+    assert starts == [
+        job["last_error"]["message"][: len(start)] for start, job in zip(starts, dead, strict=True)
+    ]
     assert (1, None) == (domain["consecutive_failures"], domain["paused_until"])
+
+
+async def test_a_redirect_to_a_legacy_ipv4_form_reaches_the_address_it_names(make_settings, web):
+    """A Location whose host is 127.0.0.1 as one decimal number, or in hex, is read as the
+    guard reads a submitted one: the address, checked and connected to as such."""
+    port = web.base_url.rsplit(":", 1)[1]
+    web.script("/ok", Reply(200))
+    decimal = web.script(
+        "/decimal", Reply(302, headers={"Location": f"http://2130706433:{port}/ok"})
+    )
+    hexed = web.script("/hex", Reply(302, headers={"Location": f"http://0x7f.1:{port}/ok"}))
+    async with running_app(make_settings()) as (_, client):
+        jobs = [await submit(client, url) for url in (decimal, hexed)]
+        done = [await wait_for_status(client, job["id"], "succeeded") for job in jobs]
+    assert [f"http://2130706433:{port}/ok", f"http://0x7f.1:{port}/ok"] == [
+        job["result"]["final_url"] for job in done
+    ]
+    assert 2 == web.count("/ok")

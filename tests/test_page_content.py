@@ -159,6 +159,60 @@ async def test_a_hostile_pdf_ends_dead_and_the_next_page_is_read(make_settings, 
     assert "Harbour town votes to keep its tidal mill" == good["result"]["metadata"]["title"]
 
 
+async def test_hostile_pages_end_dead_saying_why_and_the_next_page_is_read(make_settings, web):
+    """The issue's pages (one element of 100,000 attributes; 200,000 paragraphs), each of
+    which would hold a process past its deadline, end dead before it, fatal UnparseableContent
+    naming the cap and its setting (one set lower here); a page fetched after them is
+    extracted as usual."""
+    settings = make_settings(
+        extract_processes=1, extract_timeout_seconds=60, extract_max_elements=20_000
+    )
+    attributes = b" ".join(b"a%d=x" % n for n in range(100_000))
+    hostile = [
+        b"<html><body><p " + attributes + b">text</p></body></html>",
+        b"<html><body>" + b"<p>x</p>" * 200_000 + b"</body></html>",
+    ]
+    urls = [
+        web.script(f"/hostile/{n}", Reply(200, body, "text/html")) for n, body in enumerate(hostile)
+    ]
+    after = web.script("/after", page("article.html"))
+    async with running_app(settings) as (_, client):
+        dead = []
+        for url in urls:
+            job_id = (await client.post("/jobs", json={"url": url})).json()["id"]
+            dead.append(await wait_for_status(client, job_id, "dead", "succeeded", timeout=60))
+        good = await wait_for_status(
+            client,
+            (await client.post("/jobs", json={"url": after})).json()["id"],
+            "succeeded",
+            timeout=60,
+        )
+    assert [
+        (
+            "dead",
+            "fatal",
+            "UnparseableContent",
+            "hostile page: 100,000 attributes on one element"
+            " (limit 1,000, INGEST_EXTRACT_MAX_ATTRIBUTES_PER_ELEMENT)",
+        ),
+        (
+            "dead",
+            "fatal",
+            "UnparseableContent",
+            "hostile page: 200,002 elements (limit 20,000, INGEST_EXTRACT_MAX_ELEMENTS)",
+        ),
+    ] == [
+        (
+            job["status"],
+            job["last_error"]["kind"],
+            job["last_error"]["type"],
+            job["last_error"]["message"],
+        )
+        for job in dead
+    ]
+    assert "Harbour town votes to keep its tidal mill" == good["result"]["metadata"]["title"]
+
+
 async def test_an_image_has_no_text(make_settings, web):
     """An image (allowed by the operator) succeeds with its bytes kept, and /text and
     /markdown answer a problem that says why, never the raw bytes."""

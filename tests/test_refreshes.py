@@ -43,9 +43,9 @@ def extractions(monkeypatch) -> list[str]:
     seen: list[str] = []
     extract = ExtractionPool.extract
 
-    async def counted(self, body, content_type, url):
+    async def counted(self, body, content_type, url, tenant):
         seen.append(url)
-        return await extract(self, body, content_type, url)
+        return await extract(self, body, content_type, url, tenant)
 
     monkeypatch.setattr(ExtractionPool, "extract", counted)
     return seen
@@ -134,7 +134,8 @@ async def test_a_changed_text_stores_a_new_version_and_calls_back_job_changed(ma
 
 async def test_a_page_whose_text_did_not_change_is_unchanged(make_settings, web, extractions):
     """A 200 with another body but the same main text (a comment moved) is `unchanged`: no
-    new version, no callback; the same body again is not even extracted."""
+    new version, no callback; the same body again is not even extracted. The history numbers
+    the attempts of the two refreshes on from the first: 1, 2, 3."""
     first_body = page("steady text", aside="12:00")
     url = web.script(
         "/p",
@@ -153,6 +154,7 @@ async def test_a_page_whose_text_did_not_change_is_unchanged(make_settings, web,
         owed = (await client.get(f"/jobs/{job['id']}/deliveries")).json()["items"]
     assert ["job.succeeded"] == [delivery["event"] for delivery in owed]
     assert ["succeeded", "unchanged", "unchanged"] == [a["outcome"] for a in attempts]
+    assert [1, 2, 3] == [a["number"] for a in attempts]
     assert 1 == done["version"]
     assert first_body == content  # the version kept is the first body
     assert 2 == len(extractions)  # the third body was the second's: not extracted

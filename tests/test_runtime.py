@@ -5,6 +5,7 @@ import asyncio
 import threading
 
 from app.fetch.fetcher import Fetcher
+from app.model import DEFAULT_TENANT
 from app.runtime import Runtime
 from tests.conftest import eventually, running_app, submit, wait_for_status
 
@@ -21,11 +22,11 @@ async def test_the_api_answers_while_the_workers_loop_is_busy(make_settings, web
     gave_up = []
     real_fetch = Fetcher.fetch
 
-    async def hold_the_loop(self, url, previous=None):
+    async def hold_the_loop(self, url, previous=None, tenant=DEFAULT_TENANT):
         fetching.set()
         # The point: it blocks the worker's loop.
         gave_up.append(not answered.wait(BLOCK_LIMIT_SECONDS))
-        return await real_fetch(self, url, previous)
+        return await real_fetch(self, url, previous, tenant)
 
     monkeypatch.setattr(Fetcher, "fetch", hold_the_loop)
     async with running_app(make_settings()) as (_, client):

@@ -4,7 +4,8 @@ One parse (lxml), then trafilatura's fast mode (its own extractor, without the r
 and jusText fallbacks) on a copy of the tree. Only when that finds little of a page that
 holds much text does the full mode run, with its fallbacks: on the evaluation set
 (bench/extraction.py) this keeps the full mode's F1 (0.923 against trafilatura's default
-0.921) at 0.84x its cost. Comments are not main content.
+0.921) at 0.84x its cost. Comments are not main content. A page past the caps of
+`app.content.hostile` is refused before trafilatura sees it.
 """
 
 import logging
@@ -16,6 +17,7 @@ from lxml.etree import ParserError, _Element
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
 from trafilatura.settings import Extractor, use_config
 
+from app.content.hostile import PageCaps, check_markup, check_tree
 from app.content.metadata import page_metadata
 from app.model import PageMetadata
 
@@ -75,11 +77,14 @@ class MainContent:
     metadata: PageMetadata
 
 
-def main_content(document: str, url: str | None) -> MainContent:
-    """The main content of the HTML `document`, fetched from `url`."""
+def main_content(document: str, url: str | None, caps: PageCaps) -> MainContent:
+    """The main content of the HTML `document`, fetched from `url`; raises
+    UnparseableContent for a page past `caps` (`app.content.hostile`)."""
+    check_markup(document, caps)
     tree = _parse(document)
     if tree is None:
         return MainContent(None, PageMetadata())
+    check_tree(tree, document, caps)
     metadata = page_metadata(tree, url)
     if tree.find("body") is None:
         reparsed = _without_head(document)

@@ -5,14 +5,15 @@
 fatal, and named:
 
 - BlockedDestination: the SSRF guard refused a hop (`app.fetch.guard`); nothing was sent there.
-- InvalidRedirect: a redirect whose Location does not parse as a URL (the server answered:
-  its domain is not failing).
+- InvalidRedirect: a redirect whose Location is no URL a fetch can go to (does not parse,
+  is not http(s), or has a bad port, userinfo or a host that is no address or DNS name:
+  `app.fetch.urls.check_redirect`). The server answered: its domain is not failing.
 - UnsupportedContentType: not in INGEST_ALLOWED_CONTENT_TYPES (decided on the headers).
 - UnsupportedContentEncoding: a coding we did not offer, or more than one.
 - BodyTooLarge: more than INGEST_MAX_BODY_BYTES once decoded, counted while streaming.
 - HeadersTooLarge: response headers past h11's 100 KiB.
 - DecodingError: a gzip or deflate body that does not inflate.
-- UnparseableContent: JSON or a PDF that does not parse (`app.content`).
+- UnparseableContent: JSON or a PDF that does not parse, a hostile page (`app.content`).
 - ExtractionTimeout, ExtractionFailed: a body that took too long or too much memory to
   extract (`app.fetch.pool`).
 
@@ -56,7 +57,16 @@ from app.fetch.guard import (
     system_resolver,
 )
 from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout, PoolSettings
-from app.model import AttemptOutcome, ErrorKind, Failure, Fetched, Previous, Unmodified
+from app.fetch.urls import check_redirect
+from app.model import (
+    DEFAULT_TENANT,
+    AttemptOutcome,
+    ErrorKind,
+    Failure,
+    Fetched,
+    Previous,
+    Unmodified,
+)
 from app.policy import classify_exception, classify_status
 
 SPOOL_BYTES = 1024 * 1024
@@ -69,27 +79,33 @@ class FetchTimeout(Exception):
 
 
 class InvalidRedirect(Exception):
-    """A redirect's Location is no URL. (httpx says RemoteProtocolError, as for a dropped
-    connection, which would make a fault of the page's a transient failure of its domain.)"""
+    """A redirect's Location is no URL a fetch can go to. (httpx says RemoteProtocolError for
+    one that does not parse, as for a dropped connection; others would fail on the way to
+    connecting, some as transient failures: faults of the page's, counted against its domain.)"""
 
 
 LOCATION_SHOWN_CHARS = 200
-"""Of a Location that does not parse, this much is kept in the job's error."""
+"""Of a Location refused, this much is kept in the job's error."""
 
 
 async def _check_location(response: httpx.Response) -> None:
-    """Raise InvalidRedirect for a redirect whose Location does not parse (a response hook:
-    it runs before httpx builds the next request from the Location)."""
+    """Raise InvalidRedirect for a redirect whose Location is no URL a fetch can go to (a
+    response hook: it runs before httpx builds the next request from the Location)."""
     if not response.has_redirect_location:
         return
     location = response.headers["location"]
     try:
-        response.request.url.join(location)
+        target = response.request.url.join(location)
     except httpx.InvalidURL as exc:
-        shown = _printable_ascii(location[:LOCATION_SHOWN_CHARS], response.headers.encoding)
-        raise InvalidRedirect(
-            f"HTTP {response.status_code} to Location {shown!r}, which is no URL: {exc}"
-        ) from None
+        why = f"which is no URL: {exc}"
+    else:
+        try:
+            check_redirect(target)
+            return
+        except ValueError as exc:  # IDNA's errors among them
+            why = f"which is no URL to fetch: {exc}"
+    shown = _printable_ascii(location[:LOCATION_SHOWN_CHARS], response.headers.encoding)
+    raise InvalidRedirect(f"HTTP {response.status_code} to Location {shown!r}, {why}")
 
 
 @dataclass(frozen=True)
@@ -188,11 +204,12 @@ class Fetcher:
         )
 
     async def fetch(
-        self, url: str, previous: Previous | None = None
+        self, url: str, previous: Previous | None = None, tenant: str = DEFAULT_TENANT
     ) -> Fetched | Unmodified | Failure:
         """GET `url`. A refresh passes what the job's last success stored (`previous`): the
         GET is conditional on its validators, and a 304, or a body the very same as the one
-        stored, is `Unmodified` (no body kept, nothing extracted)."""
+        stored, is `Unmodified` (no body kept, nothing extracted). The body takes its turn at
+        the extraction processes as `tenant`'s (the job's)."""
         limits = self.limits
         try:
             # httpx's read timeout is per read; this bounds the whole exchange.
@@ -211,7 +228,7 @@ class Fetcher:
                     size,
                     fetched.sha256,
                 )
-            return await self._extract(fetched)
+            return await self._extract(fetched, tenant)
         except TimeoutError:
             exc = FetchTimeout(f"no complete answer within {limits.fetch_timeout_seconds:g}s")
             return classify_exception(exc, limits.transient_errors)
@@ -337,14 +354,14 @@ class Fetcher:
             return _too_large(self.limits.max_body_bytes)
         return None
 
-    async def _extract(self, fetched: _Body) -> Fetched | Failure:
+    async def _extract(self, fetched: _Body, tenant: str) -> Fetched | Failure:
         try:
             with fetched.spool as spool:
-                async with self.extraction.turn(spool.tell()):
+                async with self.extraction.turn(spool.tell(), tenant):
                     spool.seek(0)
                     body = spool.read()
                     extracted = await self.extraction.extract(
-                        body, fetched.content_type, fetched.final_url
+                        body, fetched.content_type, fetched.final_url, tenant
                     )
         except UnparseableContent as exc:
             return _fatal("UnparseableContent", str(exc))

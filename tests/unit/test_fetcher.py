@@ -135,7 +135,7 @@ async def test_success_result_fields_after_a_redirect() -> None:
         text_length=len("hi"),
         body=PAGE,
         text="hi",
-        markdown="hi",
+        markdown="# Hello world\n\nhi",
         metadata=PageMetadata(title="Hello world", charset="utf-8", charset_source="header"),
         text_sha256=hashlib.sha256(b"hi").hexdigest(),
     )
@@ -487,24 +487,42 @@ async def test_default_transport_errors_are_transient(exc_type: type[Exception])
     assert (ErrorKind.TRANSIENT, exc_type.__name__) == (result.kind, result.type)
 
 
-@respx.mock
-async def test_redirect_to_an_unsupported_scheme_is_fatal() -> None:
-    """A redirect to ftp:// ends in a fatal UnsupportedProtocol failure."""
-    respx.get("http://example.test/").mock(
-        return_value=httpx.Response(302, headers={"Location": "ftp://example.test/file"})
-    )
-    respx.route(scheme="ftp").pass_through()
-    fetcher = Fetcher(LIMITS, destinations=PUBLIC)
-    try:
-        result = await fetcher.fetch("http://example.test/")
-    finally:
-        await fetcher.aclose()
+@pytest.mark.parametrize(
+    ("location", "why"),
+    [
+        ("ftp://example.test/file", "URL scheme must be http or https"),
+        ("javascript:alert(1)", "URL scheme must be http or https"),
+        ("http://0x7f.1:99999999/", "URL port must be between 1 and 65535"),
+        ("//e.test:65536/", "URL port must be between 1 and 65535"),
+        ("http://2130706433:0/", "URL port must be between 1 and 65535"),
+        ("http://user:pw@e.test/", "URL must not contain a user name or password"),
+        ("http://a..b/", "URL host 'a..b' is no DNS name"),
+        ("http://exa mple.test/", "URL host 'exa%20mple.test' is no DNS name"),
+        ("http://1.2.3.4.5/", "URL host '1.2.3.4.5' is no IPv4 address"),
+        ("http://xn--zz/", "Invalid A-label"),
+    ],
+)
+async def test_a_redirect_to_no_url_to_fetch_is_a_fatal_invalid_redirect(
+    location: str, why: str
+) -> None:
+    """A Location that parses but is no URL a fetch can go to (another scheme, a port out
+    of range in any host form, userinfo, a host that is no name or address) is the page's
+    fault, fatal InvalidRedirect, before any request to it."""
+    requested: list[str] = []
 
-    assert (ErrorKind.FATAL, "UnsupportedProtocol", None) == (
+    def handler(request: httpx.Request) -> httpx.Response:
+        requested.append(str(request.url))
+        return httpx.Response(302, headers={"Location": location})
+
+    result = await fetch(handler, "http://e.test/")
+
+    assert (ErrorKind.FATAL, "InvalidRedirect", None, ["http://e.test/"]) == (
         result.kind,
         result.type,
         result.unexpected,
+        requested,
     )
+    assert f"HTTP 302 to Location {location!r}, which is no URL to fetch: {why}" == result.message
 
 
 @pytest.mark.parametrize("location", ["http://[::1", "http://\x1b[31m/"])

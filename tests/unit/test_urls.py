@@ -1,8 +1,9 @@
-"""app.fetch.urls.job_domain: which submitted URLs are accepted, and the domain they map to."""
+"""app.fetch.urls: which submitted URLs are accepted, their domain, which redirects are followed."""
 
+import httpx
 import pytest
 
-from app.fetch.urls import MAX_HOST_LENGTH, MAX_URL_LENGTH, job_domain
+from app.fetch.urls import MAX_HOST_LENGTH, MAX_URL_LENGTH, check_redirect, job_domain
 
 
 @pytest.mark.parametrize(
@@ -125,3 +126,50 @@ def test_host_longer_than_a_dns_name_is_rejected(host: str) -> None:
         job_domain(f"http://{host}/")
 
     assert "URL host is longer than 253 characters" == str(info.value)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://example.com/a?b#c",
+        "https://EXAMPLE.com:8443/",
+        "http://bücher.de/",
+        "http://example.com./",
+        "http://under_score.example/",
+        "http://[::1]:8080/",
+        "http://127.0.0.1:1/",
+        "http://2130706433/",  # 127.0.0.1, as the guard reads it
+        "http://0x7f.1/",
+        "http://0177.1/",
+        "http://127.1/",
+        "http://" + ("a" * 62 + ".") * 4 + "b/",
+    ],
+)
+def test_a_redirect_to_an_http_url_with_a_name_or_address_is_followed(target: str) -> None:
+    """http(s), a DNS name or an address (IPv4 in a legacy form too: the guard checks the
+    address it names), a port 1-65535: followed."""
+    check_redirect(httpx.URL(target))
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("ftp://example.com/", "URL scheme must be http or https"),
+        ("http://example.com:0/", "URL port must be between 1 and 65535"),
+        ("http://0x7f.1:99999999/", "URL port must be between 1 and 65535"),
+        ("http://u:p@example.com/", "URL must not contain a user name or password"),
+        ("http://%41.example/", "URL host '%41.example' is no DNS name"),
+        ("http://.example/", "URL host '.example' is no DNS name"),
+        ("http://" + "a" * 64 + ".example/", f"URL host '{'a' * 64}.example' is no DNS name"),
+        ("http://1.2.3.4.5/", "URL host '1.2.3.4.5' is no IPv4 address"),
+        ("http://4294967296/", "URL host '4294967296' is no IPv4 address"),
+        ("http://example.0x/", "URL host 'example.0x' is no IPv4 address"),
+    ],
+)
+def test_a_redirect_to_no_url_to_fetch_is_refused(target: str, message: str) -> None:
+    """What `job_url` refuses, userinfo, and a host that is neither a DNS name nor an
+    address (a last label that is a number must make an IPv4 address)."""
+    with pytest.raises(ValueError) as info:
+        check_redirect(httpx.URL(target))
+
+    assert message == str(info.value)
