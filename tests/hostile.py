@@ -142,3 +142,11 @@ class HostileServer:
                 pass
 
         return Handler
+
+
+def wildcard_robots_txt(agent: str = "*", rules: int = 17_000) -> str:
+    """The robots.txt of issue 41: ~510 KB of 17,000 rules for `agent`, each of seven `*`,
+    so that every one searches a path of `a`s to its end (`Disallow:/*a*a*a*a*a*a*a*0001`).
+    Rule i disallows /aaaaaaa{i:04x}."""
+    body = "".join(f"Disallow:/*a*a*a*a*a*a*a*{i:04x}\n" for i in range(rules))
+    return f"User-agent: {agent}\n{body}"

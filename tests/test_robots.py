@@ -8,9 +8,11 @@ import pytest
 from app.clock import utc_now
 from app.fetch.fetcher import Fetcher
 from app.fetch.robots import RobotsTxt
+from app.robots import MAX_WILDCARD_RULES
 from app.settings import Settings
 from app.views import Views, destinations_of
 from tests.conftest import running_app, submit, wait_for_status
+from tests.hostile import wildcard_robots_txt
 from tests.webserver import Reply, ScriptedServer
 
 TEXT = "text/plain"
@@ -118,6 +120,28 @@ async def test_crawl_delay_spaces_the_fetches_of_a_domain(make_settings, web):
     # Loose: the claims space their own times, which a busy box may read late (a claim's
     # time is its pass's start) or follow late with the GET.
     assert later[1] - later[0] >= 1.0, later
+
+
+async def test_a_hostile_robots_txt_is_obeyed_up_to_its_caps(make_settings, web):
+    """A robots.txt of 17,000 rules of seven `*` for our crawler, parsed in an extraction
+    process: a URL its first rule disallows is dead (robots), one only a rule past
+    MAX_WILDCARD_RULES disallows is fetched, as is one no rule names; robots.txt read once."""
+    robots(web, rules(wildcard_robots_txt("ingest")))
+    past_the_cap = f"/aaaaaaa{MAX_WILDCARD_RULES:04x}"
+    settings = make_settings(robots_txt="obey", extract_processes=1)
+    async with running_app(settings) as (_, client):
+        refused = await submit(client, web.url("/aaaaaaa0000"))
+        fetched = [await submit(client, web.url(path)) for path in (past_the_cap, "/public")]
+        dead = await wait_for_status(client, refused["id"], "dead")
+        for job in fetched:
+            await wait_for_status(client, job["id"], "succeeded")
+    assert ("robots", 0, 1, 1, 1) == (
+        dead["dead_reason"],
+        web.count("/aaaaaaa0000"),
+        web.count(past_the_cap),
+        web.count("/public"),
+        web.count("/robots.txt"),
+    )
 
 
 async def test_ignore_never_asks_for_robots_txt(make_settings, web):

@@ -30,6 +30,7 @@ LOGGING_MODULES = (
     "app/completer.py",
     "app/runtime.py",
     "app/worker_process.py",
+    "app/fetch/robots.py",
 )
 """Where the service's log lines are written (the ones an operator greps for)."""
 

@@ -5,7 +5,8 @@
 INGEST_ROBOTS_CACHE_SECONDS in this process, through the fetcher's own guarded clients (the
 SSRF guard, its timeouts, the User-Agent of every fetch), at most INGEST_ROBOTS_MAX_BYTES of
 it and up to five redirects (RFC 9309 2.3.1.2). Jobs of one origin that ask while it is being
-read wait for that one read. What the answer means is `app.robots`'s.
+read wait for that one read. What the answer means is `app.robots`'s; a 2xx's rules are parsed
+in the extraction processes, under their deadline (`ExtractionPool.call`), never on the loop.
 
 Where the rules are kept, and why: in this process's memory, an LRU of at most
 CACHE_ORIGINS origins and CACHE_BYTES of robots.txt. Every fetch needs them before it
@@ -22,6 +23,7 @@ Never raises for a failure of the remote side.
 """
 
 import asyncio
+import logging
 import zlib
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -34,17 +36,22 @@ from app.clock import Clock
 from app.fetch.decoding import Inflater, codings
 from app.fetch.fetcher import Fetcher, FetchTimeout, InvalidRedirect
 from app.fetch.guard import BlockedDestination
+from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout
 from app.model import ErrorKind, Failure
 from app.policy import classify_exception, unexpected
 from app.robots import (
     ALLOW_ALL,
     RobotsRules,
+    parse,
     product_token,
     refusal,
     rules_from_answer,
     rules_from_failure,
+    rules_not_parsed,
     while_unreachable,
 )
+
+log = logging.getLogger("ingest.worker")
 
 CACHE_ORIGINS = 10_000
 CACHE_BYTES = 64 * 1024 * 1024
@@ -97,10 +104,18 @@ class _Kept:
 
 
 class RobotsTxt:
-    def __init__(self, fetcher: Fetcher, limits: RobotsLimits, clock: Clock) -> None:
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        limits: RobotsLimits,
+        clock: Clock,
+        parsing: ExtractionPool | None = None,
+    ) -> None:
         self.fetcher = fetcher
         self.limits = limits
         self.clock = clock
+        self.parsing = fetcher.extraction if parsing is None else parsing
+        """Where a robots.txt is parsed: the fetcher's extraction processes (tests give another)."""
         self.token = product_token(fetcher.limits.user_agent)
         """How robots.txt groups name this crawler: the User-Agent's product token."""
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
@@ -133,6 +148,8 @@ class RobotsTxt:
         try:
             try:
                 answer, size = await self._read(robots_url)
+                if isinstance(answer, bytes):
+                    answer = await self._parse(robots_url, answer)
             except Exception as exc:  # a bug: the jobs waiting fail (fatal, traced)
                 return unexpected(exc)
             now = self.clock()
@@ -159,8 +176,21 @@ class RobotsTxt:
             _, dropped = self._kept.popitem(last=False)
             self._kept_bytes -= dropped.size
 
-    async def _read(self, robots_url: str) -> tuple[RobotsRules | Failure, int]:
-        """GET robots.txt: the rules it gives and the bytes read, or the failure it makes."""
+    async def _parse(self, robots_url: str, body: bytes) -> RobotsRules | Failure:
+        """A 2xx's rules for this crawler, parsed off the loop; not parsed within the deadline
+        (or its process died), robots.txt is unreachable."""
+        try:
+            rules = await self.parsing.call(parse, body, self.token)
+        except (ExtractionTimeout, ExtractionFailed) as exc:
+            log.warning("robots.txt %s not parsed: %s", robots_url, exc)
+            return rules_not_parsed(str(exc))
+        if rules.cut:
+            log.warning("robots.txt %s: %s", robots_url, rules.cut)
+        return rules
+
+    async def _read(self, robots_url: str) -> tuple[bytes | RobotsRules | Failure, int]:
+        """GET robots.txt: a 2xx's body (its rules not yet parsed) or the rules any other
+        answer gives, and the bytes read; or the failure it makes."""
         fetching = self.fetcher.limits
         try:
             async with asyncio.timeout(fetching.fetch_timeout_seconds):
@@ -196,12 +226,16 @@ def _robots_url(url: str) -> str:
     )
 
 
-async def _answer(response: httpx.Response, limit: int) -> tuple[RobotsRules | Failure, int]:
-    body = await _body(response, limit) if 200 <= response.status_code < 300 else b""
+async def _answer(
+    response: httpx.Response, limit: int
+) -> tuple[bytes | RobotsRules | Failure, int]:
+    if 200 <= response.status_code < 300:
+        body = await _body(response, limit)
+        return body, len(body)
     retry_after = response.headers.get("retry-after")
     if retry_after is not None and not (retry_after.isascii() and retry_after.isprintable()):
         retry_after = None
-    return rules_from_answer(response.status_code, body, retry_after), len(body)
+    return rules_from_answer(response.status_code, b"", retry_after), 0
 
 
 async def _body(response: httpx.Response, limit: int) -> bytes:

@@ -1,23 +1,32 @@
 """app.robots and the claim's interval: what each answer for robots.txt means (RFC 9309),
-whether a URL is refused, how long an unreachable robots.txt holds jobs back, and the
-domain's minimum interval with a Crawl-delay."""
+whether a URL is refused, what the caps cut of a hostile file and which answers are kept, how
+long an unreachable robots.txt holds jobs back, and the domain's minimum interval with a
+Crawl-delay."""
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from protego import Protego
 
 from app.model import ROBOTS_DISALLOWED, DeadReason, ErrorKind, Failure, MarkDead, Reschedule
 from app.policy import decide
 from app.robots import (
     ALLOW_ALL,
+    ANSWERS_KEPT,
+    MAX_RULES_PER_GROUP,
+    MAX_WILDCARD_RULES,
+    MAX_WILDCARDS,
     ROBOTS_RATE_LIMITED,
     ROBOTS_UNREACHABLE,
+    Cut,
     RobotsRules,
+    parse,
     product_token,
     refusal,
     rules_from_answer,
     rules_from_failure,
+    rules_not_parsed,
     while_unreachable,
 )
 from app.scheduling import (
@@ -29,6 +38,7 @@ from app.scheduling import (
     min_interval,
     next_start,
 )
+from tests.hostile import wildcard_robots_txt
 from tests.rules import RETRY
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -268,3 +278,131 @@ def test_a_claim_starts_one_fetch_of_a_domain_with_a_crawl_delay() -> None:
     domains = {"slow.test": DomainState(0, crawl_delay=1.0), "fast.test": DomainState(0)}
     chosen = choose(candidates, {"t": TenantState()}, domains, 10, NOW, OBEY)
     assert ["fast.test0", "fast.test1", "slow.test0"] == sorted(c.id for c in chosen)
+
+
+def test_a_hostile_robots_txt_is_cut_to_the_caps() -> None:
+    """Of 17,000 rules with `*` for every crawler, MAX_WILDCARD_RULES are kept; the first of
+    them still applies, one past the cap does not."""
+    rules = parse(wildcard_robots_txt().encode(), "ingest")
+    assert (Cut(wildcard_rules=17_000 - MAX_WILDCARD_RULES), False, True) == (
+        rules.cut,
+        rules.allows(f"http://a.test/aaaaaaa{MAX_WILDCARD_RULES - 1:04x}", "ingest"),
+        rules.allows(f"http://a.test/aaaaaaa{MAX_WILDCARD_RULES:04x}", "ingest"),
+    )
+
+
+def test_rules_past_each_cap_are_cut_and_counted() -> None:
+    """A user agent's rules past MAX_RULES_PER_GROUP are cut, its `*` rules past
+    MAX_WILDCARD_RULES and any rule of more than MAX_WILDCARDS `*` too; its groups count
+    as one (RFC 9309 merges them), another agent's group apart."""
+    stars = [f"Disallow: /s{i}/*x\n" for i in range(MAX_WILDCARD_RULES + 1)]
+    plain = [f"Disallow: /p{i}/\n" for i in range(MAX_RULES_PER_GROUP)]
+    text = (
+        "User-agent: ingest\n"
+        + "".join(stars)
+        + ("Disallow: /w" + "*x" * (MAX_WILDCARDS + 1) + "\n")
+        + "User-agent: other\nDisallow: /other/\n"
+        + "User-agent: ingest\n"
+        + "".join(plain)
+    )
+    last_plain = MAX_RULES_PER_GROUP - MAX_WILDCARD_RULES - 1
+    rules = parse(text.encode(), "ingest")
+    assert Cut(rules=MAX_WILDCARD_RULES, wildcard_rules=1, wildcards=1) == rules.cut
+    assert [False, True, True, False, True] == [
+        rules.allows(f"http://a.test{path}", "ingest")
+        for path in (
+            f"/s{MAX_WILDCARD_RULES - 1}/x",
+            f"/s{MAX_WILDCARD_RULES}/x",
+            "/w" + "x" * (MAX_WILDCARDS + 1),
+            f"/p{last_plain}/",
+            f"/p{last_plain + 1}/",
+        )
+    ]
+
+
+def test_a_cut_rule_still_ends_its_group() -> None:
+    """A rule cut from our group does not let the next group's user agents join it: the `*`
+    group's Disallow stays the `*` group's."""
+    text = "User-agent: ingest\nDisallow: /" + "*x" * (MAX_WILDCARDS + 1) + "\n"
+    text += "User-agent: *\nDisallow: /\n"
+    rules = parse(text.encode(), "ingest")
+    assert (Cut(wildcards=1), True) == (rules.cut, rules.allows("http://a.test/page", "ingest"))
+
+
+LENIENT = """# a comment
+Disallow: /before-any-group
+User agent: googlebot
+Disallow: /
+useragent ingest-bot # ours, and the next line too
+user agent ingest
+Dissallow: /typo
+Disallow /no-colon
+Allow: /typo/open$
+Crawl delay 4
+Sitemap: https://a.test/sitemap.xml
+User-agent: in*
+Disallow: /prefix-of-ours
+User-agent: *
+Disallow: /all
+User-agent: other
+Crawl-delay: 9
+Allow: /
+"""
+
+
+@pytest.mark.parametrize("token", ["ingest", "other", "googlebot", "in", "nobody"])
+def test_rules_kept_for_a_token_answer_as_the_whole_file_does(token: str) -> None:
+    """Kept for one token (others' groups dropped), the rules answer that token as Protego
+    does over the whole file: spellings it tolerates, merged groups, Crawl-delay."""
+    whole = Protego.parse(LENIENT)
+    kept = parse(LENIENT.encode(), token)
+    paths = ["/", "/typo", "/typo/open", "/typo/x", "/no-colon", "/prefix-of-ours", "/all"]
+    assert [whole.can_fetch(f"http://a.test{p}", token) for p in paths] + [
+        whole.crawl_delay(token)
+    ] == [kept.allows(f"http://a.test{p}", token) for p in paths] + [kept.crawl_delay(token)]
+
+
+def test_rules_kept_for_a_token_answer_no_other() -> None:
+    """Rules kept for `ingest` refuse to answer for another token rather than answer wrong."""
+    with pytest.raises(ValueError, match="kept for 'ingest'"):
+        parse(ROBOTS, "ingest").allows("http://a.test/", "other")
+
+
+def test_an_answer_is_matched_once_then_kept() -> None:
+    """The same URL asked again is answered from the rules' answers, not matched again; past
+    ANSWERS_KEPT other URLs, the least recently asked is matched again."""
+    rules = parse(ROBOTS, "ingest")
+    assert rules.parser is not None
+    matched: list[str] = []
+    can_fetch = rules.parser.can_fetch
+
+    def counting(url: str, token: str) -> bool:
+        matched.append(url)
+        return can_fetch(url, token)
+
+    rules.parser.can_fetch = counting  # type: ignore[method-assign]
+    answers = [rules.allows("http://a.test/private/x", "ingest") for _ in range(3)]
+    for i in range(ANSWERS_KEPT):
+        rules.allows(f"http://a.test/{i}", "ingest")
+    rules.allows("http://a.test/private/x", "ingest")
+    assert ([False] * 3, 2 + ANSWERS_KEPT) == (answers, len(matched))
+    assert ["http://a.test/private/x"] * 2 == [matched[0], matched[-1]]
+
+
+def test_a_robots_txt_not_parsed_is_unreachable_until_the_bound() -> None:
+    """A parse past the extraction deadline fails the job as an unreachable robots.txt does
+    (transient, retried), and is given up on after the same bound: everything allowed."""
+    failure = rules_not_parsed("not done within 15s (INGEST_EXTRACT_TIMEOUT_SECONDS)")
+    assert (
+        Failure(
+            ErrorKind.TRANSIENT,
+            ROBOTS_UNREACHABLE,
+            "robots.txt not parsed: not done within 15s (INGEST_EXTRACT_TIMEOUT_SECONDS)",
+        ),
+        failure,
+        ALLOW_ALL,
+    ) == (
+        failure,
+        while_unreachable(failure, NOW - timedelta(hours=1), NOW, 86400),
+        while_unreachable(failure, NOW - timedelta(days=1), NOW, 86400),
+    )

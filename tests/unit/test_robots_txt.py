@@ -1,6 +1,7 @@
 """app.fetch.robots.RobotsTxt against a mocked transport: what is read of robots.txt (cap,
 redirects, coding), how often (once per origin per TTL, one read for concurrent checks),
-and the bound on an unreachable one. Times come from a clock the tests move."""
+where it is parsed (the extraction pool, whose deadline makes it unreachable), and the bound
+on an unreachable one. Times come from a clock the tests move."""
 
 import asyncio
 import gzip
@@ -14,10 +15,10 @@ import pytest
 
 from app.content.extract import ExtractionLimits
 from app.fetch.fetcher import Fetcher, FetchLimits
-from app.fetch.pool import PoolSettings
+from app.fetch.pool import ExtractionPool, ExtractionTimeout, PoolSettings
 from app.fetch.robots import RobotsLimits, RobotsTxt
 from app.model import ErrorKind
-from app.robots import ROBOTS_UNREACHABLE
+from app.robots import ROBOTS_UNREACHABLE, parse
 from app.settings import DEFAULT_CONTENT_TYPES, DEFAULT_TRANSIENT_ERRORS
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -54,7 +55,11 @@ async def make() -> AsyncIterator[Callable[..., tuple[RobotsTxt, list[str], Cloc
     """A RobotsTxt on a fetcher whose transport answers with `handler`; the URLs asked."""
     fetchers: list[Fetcher] = []
 
-    def build(handler: Callable[[httpx.Request], httpx.Response], **overrides: Any):
+    def build(
+        handler: Callable[[httpx.Request], httpx.Response],
+        parsing: ExtractionPool | None = None,
+        **overrides: Any,
+    ):
         asked: list[str] = []
 
         def record(request: httpx.Request) -> httpx.Response:
@@ -64,7 +69,7 @@ async def make() -> AsyncIterator[Callable[..., tuple[RobotsTxt, list[str], Cloc
         fetcher = Fetcher(FETCHING, transport=httpx.MockTransport(record))
         fetchers.append(fetcher)
         clock = Clock()
-        return RobotsTxt(fetcher, replace(ROBOTS, **overrides), clock), asked, clock
+        return RobotsTxt(fetcher, replace(ROBOTS, **overrides), clock, parsing), asked, clock
 
     yield build
     for fetcher in fetchers:
@@ -236,3 +241,69 @@ async def test_a_429_is_rate_limited_with_its_retry_after(make):
         check.refusal.http_status,
         check.refusal.retry_after,
     )
+
+
+class Recording(ExtractionPool):
+    """The extraction pool (its thread: processes=0), noting each call; or, `stuck`, one
+    whose every call ends past its deadline."""
+
+    def __init__(self, stuck: bool = False) -> None:
+        super().__init__(FETCHING.extraction)
+        self.stuck = stuck
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        self.calls.append((fn, *args))
+        if self.stuck:
+            raise ExtractionTimeout("not done within 15s (INGEST_EXTRACT_TIMEOUT_SECONDS)")
+        return await super().call(fn, *args)
+
+
+async def test_a_2xx_is_parsed_by_the_extraction_pool(make):
+    """A 2xx's body goes to the extraction pool's `call` (the processes, off the loop) to be
+    parsed for our token; a 404 needs no parse."""
+    pool = Recording()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "a.test":
+            return text("User-agent: *\nDisallow: /no\n")
+        return text("", 404)
+
+    robots, _, _ = make(answer, parsing=pool)
+    check = await robots.check("http://a.test/no/1")
+    await robots.check("http://b.test/no/1")
+    pool.close()
+    assert ("RobotsDisallowed", [(parse, b"User-agent: *\nDisallow: /no\n", "ingest")]) == (
+        check.refusal and check.refusal.type,
+        pool.calls,
+    )
+
+
+async def test_a_parse_past_its_deadline_is_unreachable_until_the_bound(make, caplog):
+    """robots.txt not parsed within the extraction deadline: its jobs fail as when it is
+    unreachable (transient, retried; read and parsed again next time, the reason logged),
+    and from INGEST_ROBOTS_UNREACHABLE_MAX_SECONDS on everything is allowed."""
+    pool = Recording(stuck=True)
+    robots, asked, clock = make(
+        lambda _: text("User-agent: *\nDisallow: /\n"), parsing=pool, unreachable_max_seconds=600
+    )
+    first = await robots.check("http://a.test/x")
+    clock.now = T0 + timedelta(seconds=600)
+    given_up = await robots.check("http://a.test/x")
+    pool.close()
+    assert first.refusal is not None
+    assert (
+        ErrorKind.TRANSIENT,
+        ROBOTS_UNREACHABLE,
+        "robots.txt not parsed: not done within 15s (INGEST_EXTRACT_TIMEOUT_SECONDS)",
+    ) == (first.refusal.kind, first.refusal.type, first.refusal.message)
+    assert (None, 2, 2) == (given_up.refusal, len(asked), len(pool.calls))
+    assert "robots.txt http://a.test/robots.txt not parsed: not done within 15s" in caplog.text
+
+
+async def test_what_the_caps_cut_is_logged(make, caplog):
+    """A robots.txt past the caps is read cut, and the worker's log says what was cut."""
+    body = "User-agent: *\n" + "".join(f"Disallow: /{i}/*x\n" for i in range(200))
+    robots, _, _ = make(lambda _: text(body))
+    check = await robots.check("http://a.test/150/x")
+    assert (None, 1) == (check.refusal, caplog.text.count("72 with '*' past 128"))
