@@ -5,6 +5,7 @@ stores, and unless INGEST_WORKER_ENABLED is false a worker and a webhook sender)
 and stops it in reverse. Nothing is created at import time.
 """
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ import app as package
 from app.api import content, dashboard, deliveries, domains, jobs, metrics, ops, problems
 from app.api.body_limit import BodyLimit
 from app.api.cross_site import CrossSiteGuard
+from app.api.diffs import DiffLimits, Diffs
 from app.api.framing import NoFraming
 from app.api.hosts import AllowedHosts, HostNames
 from app.api.submit_rate import SubmitRate
@@ -58,12 +60,17 @@ def create_app(
             resolver=resolver,
         )
         app.state.runtime = runtime
+        # The diff processes start on the first diff; stopping kills any still at work.
+        diffs = app.state.diffs = Diffs(DiffLimits.of(settings))
         try:
             await runtime.database.upgrade()
             await runtime.start(app_metrics)
             yield
         finally:
-            await runtime.stop()
+            try:
+                await asyncio.to_thread(diffs.close)
+            finally:
+                await runtime.stop()
 
     # Swagger UI and ReDoc assets come from the installed package, not a CDN.
     app = FastAPIOffline(

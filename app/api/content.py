@@ -1,19 +1,22 @@
 """What a succeeded job fetched: the exact bytes, the extracted main text and its Markdown,
-of the last content version or of an earlier one kept, and a diff of two versions' text.
+of the last content version or of an earlier one kept, and a diff of two versions' text or
+Markdown (computed under app/api/diffs.py's bounds).
 
 The text and the Markdown of a type that has none (an image, an archive: the body is all
-there is) answer 404, never the raw bytes under a text type.
+there is) answer 404, never the raw bytes under a text type. A pair of versions too large or
+too slow to diff answers 422 in the shape of every 422 here (`{"detail": [{type, loc, msg}]}`,
+at `["query", "diff"]`): like a refused URL, a well-formed request this service will not serve.
 """
 
-import asyncio
-import difflib
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 
-from app.api.auth import CallerDep
+from app.api.auth import Caller, CallerDep
 from app.api.deps import ContentsDep
-from app.api.problems import problem, responses
+from app.api.diffs import DiffFailed, DiffRefused, Diffs, DiffsBusy, client_gone
+from app.api.problems import problem, responses, service_unavailable, too_many_diffs
 from app.api.schemas import VersionList
 from app.store.jobs import JobNotFound
 from app.store.reads import Content, ContentStore, Part
@@ -26,6 +29,18 @@ SAFE_HEADERS = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": 
 
 
 VersionNumber = Annotated[int, Path(ge=1, le=2**31 - 1, description="1 for the first success.")]
+DiffFrom = Annotated[
+    int | None,
+    Query(
+        ge=1,
+        le=2**31 - 1,
+        description="Another version: answer the unified diff from it to this one.",
+    ),
+]
+
+CLIENT_GONE = 499
+"""nginx's "client closed request": what the access log and the metrics show of a diff whose
+client left (nobody reads the answer)."""
 
 
 def _stored(
@@ -120,6 +135,7 @@ async def list_versions(job_id: str, contents: ContentsDep, caller: CallerDep) -
             },
         },
         **responses(404),
+        **too_many_diffs(),
     },
 )
 async def get_version_text(
@@ -127,43 +143,19 @@ async def get_version_text(
     version: VersionNumber,
     contents: ContentsDep,
     caller: CallerDep,
-    diff: Annotated[
-        int | None,
-        Query(
-            ge=1,
-            le=2**31 - 1,
-            description="Another version: answer the unified diff from its text to this one's.",
-        ),
-    ] = None,
+    request: Request,
+    diff: DiffFrom = None,
 ) -> Response:
     """One kept version's main text (UTF-8); with `?diff=N`, what changed from version N to
-    it, as a unified diff (`text/x-diff`)."""
+    it, as a unified diff (`text/x-diff`). A diff answers 422 when either side is past
+    INGEST_DIFF_MAX_BYTES or INGEST_DIFF_MAX_LINES or it takes longer than
+    INGEST_DIFF_TIMEOUT_SECONDS (the same pair would again: diff the two versions yourself),
+    and 429 past INGEST_DIFF_PER_KEY diffs in flight for the API key."""
     if diff is None:
         return await _text(
             job_id, contents, caller.tenant, "text", "text/plain; charset=utf-8", version
         )
-    texts = []
-    for number in (diff, version):
-        content = await contents.get(job_id, caller.tenant, part="text", version=number)
-        missing = _stored(job_id, content, "text", number)
-        if missing is not None:
-            return missing
-        assert isinstance(content.data, str)
-        texts.append((number, content.data))
-    # In a thread: difflib is Python, and two long texts take it a while.
-    lines = await asyncio.to_thread(_unified_diff, *texts)
-    return Response(lines, media_type="text/x-diff; charset=utf-8", headers=SAFE_HEADERS)
-
-
-def _unified_diff(old: tuple[int, str], new: tuple[int, str]) -> str:
-    return "".join(
-        difflib.unified_diff(
-            old[1].splitlines(keepends=True),
-            new[1].splitlines(keepends=True),
-            fromfile=f"version {old[0]}",
-            tofile=f"version {new[0]}",
-        )
-    )
+    return await _diff(request, contents, caller, job_id, "text", diff, version)
 
 
 @router.get(
@@ -172,19 +164,71 @@ def _unified_diff(old: tuple[int, str], new: tuple[int, str]) -> str:
     response_class=Response,
     responses={
         200: {
-            "description": "The version's main content as Markdown",
-            "content": {"text/markdown": {"schema": {"type": "string"}}},
+            "description": "The version's main content as Markdown, or with `diff` a unified diff",
+            "content": {
+                "text/markdown": {"schema": {"type": "string"}},
+                "text/x-diff": {"schema": {"type": "string"}},
+            },
         },
         **responses(404),
+        **too_many_diffs(),
     },
 )
 async def get_version_markdown(
-    job_id: str, version: VersionNumber, contents: ContentsDep, caller: CallerDep
+    job_id: str,
+    version: VersionNumber,
+    contents: ContentsDep,
+    caller: CallerDep,
+    request: Request,
+    diff: DiffFrom = None,
 ) -> Response:
-    """One kept version's main content as Markdown (UTF-8)."""
-    return await _text(
-        job_id, contents, caller.tenant, "markdown", "text/markdown; charset=utf-8", version
-    )
+    """One kept version's main content as Markdown (UTF-8); with `?diff=N`, what changed in
+    the Markdown from version N to it, as a unified diff (`text/x-diff`). A diff answers 422
+    when either side is past INGEST_DIFF_MAX_BYTES or INGEST_DIFF_MAX_LINES or it takes
+    longer than INGEST_DIFF_TIMEOUT_SECONDS (the same pair would again: diff the two
+    versions yourself), and 429 past INGEST_DIFF_PER_KEY diffs in flight for the API key."""
+    if diff is None:
+        return await _text(
+            job_id, contents, caller.tenant, "markdown", "text/markdown; charset=utf-8", version
+        )
+    return await _diff(request, contents, caller, job_id, "markdown", diff, version)
+
+
+async def _diff(
+    request: Request,
+    contents: ContentStore,
+    caller: Caller,
+    job_id: str,
+    part: Part,
+    old: int,
+    new: int,
+) -> Response:
+    """The unified diff of `part` from version `old` to `new` (app/api/diffs.py)."""
+    sides = []
+    for number in (old, new):
+        content = await contents.get(job_id, caller.tenant, part=part, version=number)
+        missing = _stored(job_id, content, part, number)
+        if missing is not None:
+            return missing
+        assert isinstance(content.data, str)
+        sides.append((number, content.data))
+    diffs: Diffs = request.app.state.diffs
+    try:
+        text = await diffs.unified(
+            caller.key, sides[0], sides[1], lambda: client_gone(request.receive)
+        )
+    except DiffRefused as refused:
+        error = {"type": refused.kind, "loc": ("query", "diff"), "input": old, "msg": str(refused)}
+        raise RequestValidationError([error]) from None
+    except DiffsBusy as busy:
+        response = problem(429, str(busy))
+        response.headers["Retry-After"] = str(busy.retry_after)
+        return response
+    except DiffFailed as failed:
+        return service_unavailable(str(failed))
+    if text is None:
+        return Response(status_code=CLIENT_GONE)
+    return Response(text, media_type="text/x-diff; charset=utf-8", headers=SAFE_HEADERS)
 
 
 async def _text(
