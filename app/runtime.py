@@ -135,7 +135,8 @@ class Runtime:
         """The system for `settings`; with `run_worker`, a job worker and a webhook sender,
         in this process or, `in_a_process`, in a child (`app.worker_process`). `clock` and
         `resolver` (the SSRF guard's DNS) are there for tests to replace. For an `operator`'s
-        command (`app.cli.runner`), submits are not held to INGEST_TENANT_MAX_PENDING."""
+        command (`app.cli.runner`), submits, retries and refreshes are not held to
+        INGEST_TENANT_MAX_PENDING."""
         database = Database(settings.database_url, settings.database_pool_size)
         # Parsed once (a long INGEST_BLOCKED_HOSTS takes milliseconds): the API's checks, the
         # fetcher's guard and the webhooks' guard share it.

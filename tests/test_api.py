@@ -271,7 +271,7 @@ async def test_bulk_retry(app_client):
         await kill(app, job["id"])
     only_b = await client.post("/jobs/retry", params={"status": "dead", "domain": "b.test"})
     rest = await client.post("/jobs/retry", params={"status": "dead"})
-    assert ({"requeued": 1}, {"requeued": 2}) == (only_b.json(), rest.json())
+    assert (1, 2) == (only_b.json()["requeued"], rest.json()["requeued"])
     assert 3 == (await client.get("/stats")).json()["counts"]["pending"]
     wrong = await client.post("/jobs/retry", params={"status": "pending"})
     assert 422 == wrong.status_code

@@ -95,7 +95,7 @@ async def test_a_batch_records_the_held_outcomes_and_drops_the_stale(stores):
 async def test_a_stale_attempt_cannot_touch_the_retried_job(stores):
     """Same worker, same attempt number: after its lease was taken back and an operator
     retried the job, the first attempt's heartbeat, record and release change nothing, and
-    the new attempt's success counts."""
+    the new attempt's success counts (the history numbers it 2, after the first)."""
     jobs, queue = stores
     job = (await jobs.submit([new(max_attempts=1)]))[0]
     (stale,) = await queue.claim("w", 1, NOW, 1)
@@ -119,7 +119,28 @@ async def test_a_stale_attempt_cannot_touch_the_retried_job(stores):
     done = await jobs.get(job.id)
     outcomes = [(a.number, a.outcome) for a in await jobs.attempts(job.id)]
     assert (JobStatus.SUCCEEDED, None, None) == (done.status, done.worker_id, done.lease_id)
-    assert [(1, "interrupted"), (1, "succeeded")] == outcomes
+    assert [(1, "interrupted"), (2, "succeeded")] == outcomes
+
+
+async def test_the_history_numbers_attempts_on_across_refreshes(stores):
+    """A job refreshed twice: each claim is attempt 1 of its fresh budget, and the history
+    reads 1, 2, 3, the running attempt numbered after those that ended."""
+    jobs, queue = stores
+    job = (await jobs.submit([new()]))[0]
+    leases, running = [], []
+    for i in range(3):
+        if i:
+            await jobs.refresh(job.id)
+        (lease,) = await queue.claim("w", 1, NOW + timedelta(seconds=i), 60)
+        leases.append(lease)
+        running.append((await jobs.attempts(job.id))[-1])
+        ended = NOW + timedelta(seconds=i, milliseconds=500)
+        assert await record(queue, succeeded(lease, RESULT), ended)
+    history = await jobs.attempts(job.id)
+    assert [1, 1, 1] == [lease.attempt for lease in leases]
+    assert [(1, None), (2, None), (3, None)] == [(a.number, a.outcome) for a in running]
+    assert [1, 2, 3] == [a.number for a in history]
+    assert ["succeeded"] * 3 == [a.outcome for a in history]
 
 
 async def test_expired_lease_with_no_budget_left_is_dead(stores):

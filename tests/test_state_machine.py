@@ -12,7 +12,8 @@ be; after each step the database must agree with it and hold these invariants:
   time the last submit, backoff or deferral gave (null when due at once), and a pending
   job whose `retry_after` is still to come is never claimed;
 - a running job has exactly one live lease: its `lease_id` is the one the model holds, with
-  one open attempt (numbered like its attempts); other jobs hold no lease, no open attempt;
+  one open attempt (numbered after those that ended); other jobs hold no lease, no open
+  attempt;
 - `finished_at` and `dead_reason` are set exactly on finished and dead jobs;
 - each domain's `in_flight` is the number of its running jobs, and so is each tenant's;
 - a write through a stale lease (recorded, taken back, or superseded by a new claim)
@@ -555,8 +556,9 @@ class QueueMachine(RuleBasedStateMachine):
         # An attempt's row is written whole when it ends; the running one is the job's row.
         assert open_attempts == []
         for job_id in (i for i, e in self.model.items() if e.status is JobStatus.RUNNING):
-            current = (await self.jobs.attempts(job_id))[-1]
-            assert (current.number, current.outcome) == (self.model[job_id].attempts, None)
+            history = await self.jobs.attempts(job_id)
+            assert list(range(1, len(history) + 1)) == [a.number for a in history]
+            assert history[-1].outcome is None
         per_domain = self._running_per_domain()
         for domain, flying in in_flight.items():
             assert per_domain.get(domain, 0) == flying, domain

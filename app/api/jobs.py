@@ -15,7 +15,7 @@ from pydantic import AwareDatetime
 from app import observability as events
 from app.api.auth import Caller, CallerDep
 from app.api.deps import JobsDep, SubmittingDep
-from app.api.problems import over_quota, responses
+from app.api.problems import over_quota, requeue_over_quota, responses
 from app.api.schemas import (
     AttemptList,
     BatchIn,
@@ -243,7 +243,9 @@ async def retry_jobs(
     status_filter: StatusFilter = "dead",
     domain: Annotated[str | None, Query(max_length=300)] = None,
 ) -> Requeued:
-    """Requeue every dead (or cancelled) job, optionally of one domain, with a fresh budget."""
+    """Requeue every dead (or cancelled) job, optionally of one domain, with a fresh budget:
+    of each tenant, as many as INGEST_TENANT_MAX_PENDING leaves room for, the oldest first;
+    the answer says how many were left."""
     statuses = _statuses(status_filter)
     if not statuses or not set(statuses) <= {JobStatus.DEAD, JobStatus.CANCELLED}:
         raise RequestValidationError(
@@ -256,7 +258,8 @@ async def retry_jobs(
                 }
             ]
         )
-    return Requeued(requeued=await jobs.retry_all(statuses, domain, caller.tenant))
+    done = await jobs.retry_all(statuses, domain, caller.tenant)
+    return Requeued(requeued=done.requeued, left_over_quota=done.left_over_quota)
 
 
 @router.post("/refresh", name="refresh_jobs")
@@ -271,11 +274,13 @@ async def refresh_jobs(
     ] = None,
 ) -> Refreshed:
     """Fetch every succeeded job's page again (of one domain or tenant, fetched before a
-    time, when given): each goes back to pending as a refresh, its content kept."""
+    time, when given): each goes back to pending as a refresh, its content kept. Of each
+    tenant, as many as INGEST_TENANT_MAX_PENDING leaves room for, those fetched longest
+    ago first; the answer says how many were left."""
     if caller.tenant is not None:
         tenant = caller.tenant
-    count = await jobs.refresh_all(domain, tenant, _in_utc(finished_before))
-    return Refreshed(refreshed=count)
+    done = await jobs.refresh_all(domain, tenant, _in_utc(finished_before))
+    return Refreshed(refreshed=done.requeued, left_over_quota=done.left_over_quota)
 
 
 def _in_utc(moment: datetime | None) -> datetime | None:
@@ -307,17 +312,27 @@ async def list_attempts(job_id: str, jobs: JobsDep, caller: CallerDep) -> Attemp
     return AttemptList(items=[shown_attempt(a, caller) for a in history])
 
 
-@router.post("/{job_id}/retry", name="retry_job", responses=responses(404, 409))
+@router.post(
+    "/{job_id}/retry",
+    name="retry_job",
+    responses={**responses(404, 409), **requeue_over_quota()},
+)
 async def retry_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
-    """Dead or cancelled: pending with a fresh budget. Pending: due now. Otherwise 409."""
+    """Dead or cancelled: pending with a fresh budget (429 if its tenant's pending jobs are
+    at INGEST_TENANT_MAX_PENDING). Pending: due now. Otherwise 409."""
     return shown(await jobs.retry(job_id, caller.tenant), caller)
 
 
-@router.post("/{job_id}/refresh", name="refresh_job", responses=responses(404, 409))
+@router.post(
+    "/{job_id}/refresh",
+    name="refresh_job",
+    responses={**responses(404, 409), **requeue_over_quota()},
+)
 async def refresh_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JobOut:
     """Succeeded or dead: fetch the page again. The job goes back to pending as a refresh,
     keeping its id, history and content: a conditional GET (its ETag, Last-Modified), and
-    a new content version only if the text changed. Otherwise 409."""
+    a new content version only if the text changed. Otherwise 409; 429 if its tenant's
+    pending jobs are at INGEST_TENANT_MAX_PENDING."""
     return shown(await jobs.refresh(job_id, caller.tenant), caller)
 
 

@@ -1,11 +1,12 @@
 """The dashboard's status banner: one of a fixed set of sentences, never text from the URL.
 
 A button's action (a POST) redirects back to the page with `?notice=<code>` and the values
-its sentence needs (`job`, `count`, `name`, `status`: `Notice.query`); the page builds the
-sentence from the code with those values (`Notice.read`, `sentence`), each checked for its
-shape, and escapes it like any text. An unknown code, or a value missing or of another
-shape, shows no banner: a link cannot make the dashboard say what it likes ("Session
-expired, re-enter the key at ..."), only name a job, a count or a domain in one of these.
+its sentence needs (`job`, `count`, `name`, `status`, `left`: `Notice.query`); the page
+builds the sentence from the code with those values (`Notice.read`, `sentence`), each
+checked for its shape, and escapes it like any text. An unknown code, or a value missing or
+of another shape, shows no banner: a link cannot make the dashboard say what it likes
+("Session expired, re-enter the key at ..."), only name a job, a count or a domain in one
+of these.
 
 Pure. What holds a retried job back is said from the job as the page reads it, not from the
 URL.
@@ -33,6 +34,8 @@ class Code(StrEnum):
     REFRESHED = "refreshed"
     """A succeeded or dead job is pending again, as a refresh."""
     NOT_REFRESHED = "not-refreshed"
+    OVER_QUOTA = "over-quota"
+    """A retry or refresh refused: the job's tenant has as many pending jobs as it may."""
     CANCELLED = "cancelled"
     NOT_CANCELLED = "not-cancelled"
     DELETED = "deleted"
@@ -41,6 +44,8 @@ class Code(StrEnum):
     NO_SUCH_JOB = "no-such-job"
     """An id that is not a job id's shape: not repeated."""
     REQUEUED_DEAD = "requeued-dead"
+    REQUEUED_DEAD_OVER_QUOTA = "requeued-dead-over-quota"
+    """Some dead jobs requeued; `left` stayed dead, their tenants at their quota."""
     DELETED_DEAD = "deleted-dead"
     RESUMED = "resumed"
     NO_DOMAIN = "no-domain"
@@ -65,6 +70,8 @@ class Notice:
     """A domain."""
     status: str | None = None
     """One of STATES."""
+    left: int | None = None
+    """Jobs a bulk action left as they were."""
 
     def query(self) -> dict[str, str]:
         """The redirect's query parameters."""
@@ -80,6 +87,7 @@ class Notice:
         count: str | None = None,
         name: str | None = None,
         status: str | None = None,
+        left: str | None = None,
     ) -> "Notice | None":
         """The notice a page's query names; None if it names none, or a value it has is not of
         the shape its sentence takes."""
@@ -89,14 +97,19 @@ class Notice:
             return None
         shapes = [
             job is None or is_job_id(job),
-            count is None or (count.isascii() and count.isdigit() and len(count) <= 9),
+            count is None or _a_count(count),
+            left is None or _a_count(left),
             name is None or _DOMAIN.fullmatch(name) is not None,
             status is None or status in STATES,
         ]
         if not all(shapes):
             return None
         number = None if count is None else int(count)
-        return cls(known, job, number, name, status)
+        return cls(known, job, number, name, status, None if left is None else int(left))
+
+
+def _a_count(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 9
 
 
 SENTENCES = {
@@ -105,11 +118,15 @@ SENTENCES = {
     Code.NOT_RETRIED: "Not retried: job {job} is {status}; cannot retry.",
     Code.REFRESHED: "Job {job} is pending again to refresh its page; its content is kept.",
     Code.NOT_REFRESHED: "Not refreshed: job {job} is {status}; cannot refresh.",
+    Code.OVER_QUOTA: "Job {job} is left as it was: its tenant has as many pending jobs as "
+    "INGEST_TENANT_MAX_PENDING allows.",
     Code.NOT_CANCELLED: "Not cancelled: job {job} is {status}; cannot cancel.",
     Code.NOT_DELETED: "Not deleted: job {job} is {status}; cannot delete.",
     Code.NO_JOB: "No job {job}.",
     Code.NO_SUCH_JOB: "No such job.",
     Code.REQUEUED_DEAD: "Requeued {count} dead job(s){scope}.",
+    Code.REQUEUED_DEAD_OVER_QUOTA: "Requeued {count} dead job(s){scope}; {left} left dead: "
+    "their tenants have as many pending jobs as INGEST_TENANT_MAX_PENDING allows.",
     Code.DELETED_DEAD: "Deleted {count} dead job(s){scope}.",
     Code.RESUMED: "Domain {name} resumed.",
     Code.NO_DOMAIN: "No domain {name}.",
@@ -123,8 +140,9 @@ async def notice_of(
     count: Annotated[str | None, Query(max_length=20)] = None,
     name: Annotated[str | None, Query(max_length=300)] = None,
     status: Annotated[str | None, Query(max_length=40)] = None,
+    left: Annotated[str | None, Query(max_length=20)] = None,
 ) -> Notice | None:
-    return Notice.read(notice, job, count, name, status)
+    return Notice.read(notice, job, count, name, status, left)
 
 
 NoticeDep = Annotated[Notice | None, Depends(notice_of)]

@@ -28,14 +28,9 @@ from starlette.exceptions import HTTPException
 from app.api.schemas import Problem
 from app.api.submit_rate import SubmitRateExceeded
 from app.safe_strings import shown
-from app.store.jobs import (
-    BadCursor,
-    IdempotencyConflict,
-    JobNotFound,
-    QuotaExceeded,
-    StateConflict,
-)
+from app.store.jobs import BadCursor, IdempotencyConflict, JobNotFound, StateConflict
 from app.store.outages import database_unavailable
+from app.store.quotas import QuotaExceeded
 from app.wording import error_line
 
 PROBLEM_JSON = "application/problem+json"
@@ -75,6 +70,23 @@ def over_quota() -> dict[int | str, dict[str, object]]:
         429,
         "The tenant's pending jobs would pass INGEST_TENANT_MAX_PENDING, or the API key "
         "submits faster than INGEST_KEY_SUBMITS_PER_SECOND; nothing was stored",
+    )
+
+
+def requeue_over_quota() -> dict[int | str, dict[str, object]]:
+    """The OpenAPI entry of a retry's or a refresh's 429: the job's tenant's pending jobs
+    are at its quota."""
+    return _waiting(
+        429,
+        "The job's tenant has as many pending jobs as INGEST_TENANT_MAX_PENDING allows; the "
+        "job was left as it was",
+    )
+
+
+def too_many_diffs() -> dict[int | str, dict[str, object]]:
+    """The OpenAPI entry of a `?diff=`'s 429: the key's diffs in flight are at their cap."""
+    return _waiting(
+        429, "The API key has INGEST_DIFF_PER_KEY diffs in flight already; nothing was diffed"
     )
 
 

@@ -165,11 +165,20 @@ class WorkerList(BaseModel):
 
 
 class Requeued(BaseModel):
-    requeued: int
+    requeued: int = Field(description="Jobs pending again with a fresh budget.")
+    left_over_quota: int = Field(
+        description="Jobs of the filter left as they were: their tenant's pending jobs were "
+        "at INGEST_TENANT_MAX_PENDING (the oldest go first; ask again as they drain)."
+    )
 
 
 class Refreshed(BaseModel):
     refreshed: int = Field(description="Succeeded jobs now pending again as refreshes.")
+    left_over_quota: int = Field(
+        description="Succeeded jobs of the filter left as they were: their tenant's pending "
+        "jobs were at INGEST_TENANT_MAX_PENDING (those fetched longest ago go first; ask "
+        "again as they drain)."
+    )
 
 
 class VersionList(BaseModel):

@@ -170,9 +170,10 @@ def retry(
     if domain is not None and not all_dead:
         fail("--domain goes with --all-dead", code=2)
     if job_id is None:
-        count = run_on_runtime(
+        done = run_on_runtime(
             lambda runtime: runtime.jobs.retry_all([JobStatus.DEAD], domain=domain)
         )
+        count = done.requeued
         of = f" of {domain.lower()}" if domain else ""
         typer.echo(f"requeued {count} dead job{'' if count == 1 else 's'}{of}")
         return
@@ -202,7 +203,8 @@ def refresh(
     if sum(given) > 1:
         fail("give only one of a job id, --domain and --all", code=2)
     if job_id is None:
-        count = run_on_runtime(lambda runtime: runtime.jobs.refresh_all(domain=domain))
+        done = run_on_runtime(lambda runtime: runtime.jobs.refresh_all(domain=domain))
+        count = done.requeued
         of = f" of {domain.lower()}" if domain else ""
         typer.echo(f"requeued {count} succeeded job{'' if count == 1 else 's'}{of} to refresh")
         return
@@ -268,13 +270,15 @@ def delete(job_id: JobId) -> None:
 
 
 def stats(json_out: JsonFlag = False) -> None:
-    """Jobs per status; how long the oldest due job has waited, and how many are not due yet."""
+    """Jobs per status; how long the oldest due job has waited, how many are not due yet;
+    each tenant's jobs pending and running, and the bytes of content it keeps."""
     from app.cli.output import new_console, plain_table, span
     from app.wire import StatsOut
 
     async def read(runtime: Runtime) -> StatsOut:
-        jobs = runtime.jobs
-        return StatsOut.of(await jobs.stats(), await jobs.tenant_loads(), runtime.settings)
+        jobs, settings = runtime.jobs, runtime.settings
+        loads, kept = await jobs.tenant_loads(), await jobs.bytes_kept()
+        return StatsOut.of(await jobs.stats(), loads, settings, kept)
 
     out = run_on_runtime(read)
     if json_out:
@@ -301,3 +305,10 @@ def stats(json_out: JsonFlag = False) -> None:
                 tenant.tenant, str(tenant.weight), str(tenant.pending), str(tenant.running)
             )
         console.print(tenants)
+    if out.storage:
+        storage = plain_table()
+        storage.add_column("TENANT")
+        storage.add_column("BYTES KEPT", justify="right")
+        for kept in out.storage:
+            storage.add_row(kept.tenant, f"{kept.bytes_kept:,}")
+        console.print(storage)

@@ -25,6 +25,7 @@ from app.scheduling import DomainState, waiting_for
 from app.store import counts
 from app.store.backends.writes import NewRows
 from app.store.database import Database
+from app.store.quotas import QuotaExceeded, Requeue, check_room, pending_count, requeue
 from app.store.refreshes import REFRESHABLE, refreshed
 from app.store.tables import (
     DUE_SINCE,
@@ -56,16 +57,6 @@ class StateConflict(Exception):
     def __init__(self, job_id: str, status: str, operation: str) -> None:
         super().__init__(f"job {job_id} is {status}; cannot {operation}")
         self.status = status
-
-
-class QuotaExceeded(Exception):
-    """A submit would give a tenant more pending jobs than INGEST_TENANT_MAX_PENDING."""
-
-    def __init__(self, tenant: str, pending: int, adding: int, limit: int) -> None:
-        super().__init__(
-            f"tenant {tenant!r} has {pending} pending jobs; {adding} more would pass its "
-            f"limit of {limit} (INGEST_TENANT_MAX_PENDING)"
-        )
 
 
 class IdempotencyConflict(Exception):
@@ -170,14 +161,20 @@ def _shown() -> sa.Select[Any]:
 
 def _history(job_id: str) -> sa.CompoundSelect[Any]:
     """`job_id`'s attempts in order (`JobStore.attempts`): its rows in `attempts`, then the
-    running attempt as its job's row tells it, if it runs."""
+    running attempt as its job's row tells it, if it runs. Each numbered by its place, not
+    by its stored `number` (its attempt of the budget then in force: that starts again at
+    1 with each retry and refresh, and repeats after an attempt that gave its budget back)."""
+    place = sa.func.row_number().over(order_by=attempts.c.id)
+    ended = sa.select(
+        *(place.label("number") if column.name == "number" else column for column in attempts.c)
+    ).where(attempts.c.job_id == job_id)
+    so_far = sa.select(sa.func.count()).where(attempts.c.job_id == job_id).scalar_subquery()
     running = {
         "job_id": jobs.c.id,
-        "number": jobs.c.attempts,
+        "number": so_far + 1,
         "worker_id": sa.func.coalesce(jobs.c.worker_id, ""),
         "started_at": jobs.c.started_at,
     }
-    ended = sa.select(attempts).where(attempts.c.job_id == job_id)
     now = sa.select(
         *(running.get(column.name, sa.null()).label(column.name) for column in attempts.c)
     ).where(jobs.c.id == job_id, status_is(JobStatus.RUNNING), jobs.c.started_at.is_not(None))
@@ -309,14 +306,7 @@ class JobStore:
             adding[new.tenant] = adding.get(new.tenant, 0) + 1
         async with self.db.read() as conn:
             for tenant, count in sorted(adding.items()):
-                # Counted up to one past the limit, through the index of pending jobs per
-                # tenant: a tenant with a million pending costs no more than one at the limit.
-                pending = sa.select(sa.func.count()).select_from(
-                    sa.select(jobs.c.id)
-                    .where(jobs.c.tenant == tenant, status_is(JobStatus.PENDING))
-                    .limit(self.max_pending + 1)
-                    .subquery()
-                )
+                pending = pending_count(tenant, self.max_pending)
                 already = (await conn.execute(pending)).scalar_one()
                 if already + count > self.max_pending:
                     raise QuotaExceeded(tenant, already, count, self.max_pending)
@@ -379,9 +369,10 @@ class JobStore:
         return found[0]
 
     async def attempts(self, job_id: str, tenant: str | None = None) -> list[Attempt]:
-        """The job's attempts, oldest first; the one running now last, read off the job's
-        row (an attempt's own row is written when it ends: `app.store.record`). One
-        statement, so an attempt that ends meanwhile is read once, as either."""
+        """The job's attempts, oldest first, numbered 1, 2, 3 ... across its retries and
+        refreshes; the one running now last, read off the job's row (an attempt's own row
+        is written when it ends: `app.store.record`). One statement, so an attempt that
+        ends meanwhile is read once, as either."""
         await self.get(job_id, tenant)
         async with self.db.read() as conn:
             rows = await conn.execute(_history(job_id))
@@ -477,24 +468,28 @@ class JobStore:
         return await self._fetch(_filtered(stmt.limit(limit), domain, tenant))
 
     async def retry(self, job_id: str, tenant: str | None = None) -> Job:
-        """Dead or cancelled: pending with a fresh budget. Pending: due now."""
+        """Dead or cancelled: pending with a fresh budget (QuotaExceeded, nothing changed, if
+        its tenant's pending jobs are at `max_pending`). Pending: due now."""
         job = await self.get(job_id, tenant)
         now = self.clock()
         if job.status in (JobStatus.DEAD, JobStatus.CANCELLED):
             values: dict[str, Any] = _fresh_budget(now)
+            held_to: str | None = job.tenant
         elif job.status == JobStatus.PENDING:
-            values = {"retry_after": None, "updated_at": now}
+            # Pending already: counted in its tenant's quota.
+            values, held_to = {"retry_after": None, "updated_at": now}, None
         else:
             raise StateConflict(job_id, job.status, "retry")
         stmt = sa.update(jobs).where(jobs.c.id == job_id, jobs.c.status == job.status)
-        if not await self.db.transact(self._changed_and_notified(stmt.values(**values))):
+        if not await self.db.transact(self._changed_and_notified(stmt.values(**values), held_to)):
             raise StateConflict(job_id, "changing", "retry")
         self.on_submit(None)
         return await self.get(job_id)
 
     async def refresh(self, job_id: str, tenant: str | None = None) -> Job:
         """Succeeded or dead: pending again as a refresh (`app.store.refreshes`), due now,
-        with a fresh budget, its content kept. Otherwise StateConflict."""
+        with a fresh budget, its content kept. Otherwise StateConflict; QuotaExceeded,
+        nothing changed, if its tenant's pending jobs are at `max_pending`."""
         job = await self.get(job_id, tenant)
         if job.status not in REFRESHABLE:
             raise StateConflict(job_id, job.status, "refresh")
@@ -503,7 +498,7 @@ class JobStore:
             .where(jobs.c.id == job_id, jobs.c.status == job.status)
             .values(**refreshed(self.clock()))
         )
-        if not await self.db.transact(self._changed_and_notified(stmt)):
+        if not await self.db.transact(self._changed_and_notified(stmt, job.tenant)):
             raise StateConflict(job_id, "changing", "refresh")
         self.on_submit(None)
         return await self.get(job_id)
@@ -513,30 +508,28 @@ class JobStore:
         domain: str | None = None,
         tenant: str | None = None,
         finished_before: datetime | None = None,
-    ) -> int:
+    ) -> Requeue:
         """Refresh every succeeded job (of one domain or tenant, finished before a time, when
-        given); how many went back to pending."""
+        given): how many went back to pending, and how many stayed over their tenant's
+        quota (those fetched longest ago go first)."""
         if not _storable(domain, tenant):
-            return 0
-        stmt = sa.update(jobs).where(status_is(JobStatus.SUCCEEDED))
-        if domain:
-            stmt = stmt.where(jobs.c.domain == domain.lower())
-        if tenant is not None:
-            stmt = stmt.where(jobs.c.tenant == tenant)
+            return Requeue(0, 0)
+        matched = [status_is(JobStatus.SUCCEEDED), *_of(domain, tenant)]
         if finished_before is not None:
-            stmt = stmt.where(jobs.c.finished_at < finished_before)
-        count = await self.db.transact(
-            self._changed_and_notified(stmt.values(**refreshed(self.clock())))
-        )
-        if count:
-            self.on_submit(None)
-        return count
+            matched.append(jobs.c.finished_at < finished_before)
+        first = (jobs.c.finished_at, jobs.c.id)
+        return await self._requeue(matched, refreshed(self.clock()), first)
 
-    def _changed_and_notified(self, stmt: sa.Update) -> Callable[[sa.Connection], int]:
-        """A write of `stmt` that wakes every process's workers if it changed a row."""
-        backend = self.db.backend
+    def _changed_and_notified(
+        self, stmt: sa.Update, held_to: str | None = None
+    ) -> Callable[[sa.Connection], int]:
+        """A write of `stmt` that wakes every process's workers if it changed a row. With
+        `held_to` (a tenant) and a quota, one more pending job of it must fit first."""
+        backend, limit = self.db.backend, self.max_pending
 
         def write(conn: sa.Connection) -> int:
+            if held_to is not None and limit:
+                check_room(conn, held_to, 1, limit)
             changed = conn.execute(stmt).rowcount
             if changed:
                 backend.notify(conn)
@@ -544,28 +537,48 @@ class JobStore:
 
         return write
 
+    async def _requeue(
+        self,
+        matched: builtins.list[sa.ColumnElement[bool]],
+        values: dict[str, Any],
+        first: Sequence[sa.ColumnElement[Any]],
+    ) -> Requeue:
+        """Move the jobs `matched` selects back to pending with `values` and wake the
+        workers; with a quota, of each tenant as many as it leaves room for, `first` first
+        (`app.store.quotas.requeue`)."""
+        if not self.max_pending:
+            stmt = sa.update(jobs).where(*matched).values(**values)
+            done = Requeue(await self.db.transact(self._changed_and_notified(stmt)), 0)
+        else:
+            backend, limit = self.db.backend, self.max_pending
+
+            def write(conn: sa.Connection) -> Requeue:
+                done = requeue(conn, matched, values, first, limit)
+                if done.requeued:
+                    backend.notify(conn)
+                return done
+
+            done = await self.db.transact(write)
+        if done.requeued:
+            self.on_submit(None)
+        return done
+
     async def retry_all(
         self,
         statuses: Sequence[JobStatus],
         domain: str | None = None,
         tenant: str | None = None,
-    ) -> int:
-        """Requeue every dead or cancelled job (optionally of one domain) with a fresh budget."""
+    ) -> Requeue:
+        """Requeue every dead or cancelled job (optionally of one domain or tenant) with a
+        fresh budget: how many went back to pending, and how many stayed over their
+        tenant's quota (the oldest go first)."""
         if not statuses or not set(statuses) <= {JobStatus.DEAD, JobStatus.CANCELLED}:
             raise ValueError("only dead and cancelled jobs can be requeued in bulk")
         if not _storable(domain, tenant):
-            return 0
-        stmt = sa.update(jobs).where(jobs.c.status.in_([s.value for s in statuses]))
-        if domain:
-            stmt = stmt.where(jobs.c.domain == domain.lower())
-        if tenant is not None:
-            stmt = stmt.where(jobs.c.tenant == tenant)
-        count = await self.db.transact(
-            self._changed_and_notified(stmt.values(**_fresh_budget(self.clock())))
-        )
-        if count:
-            self.on_submit(None)
-        return count
+            return Requeue(0, 0)
+        matched = [jobs.c.status.in_([s.value for s in statuses]), *_of(domain, tenant)]
+        first = (jobs.c.created_at, jobs.c.id)
+        return await self._requeue(matched, _fresh_budget(self.clock()), first)
 
     async def delete_all(
         self,
@@ -621,6 +634,13 @@ class JobStore:
         if not _storable(tenant):
             return []
         return await counts.tenant_loads(self.db, tenant)
+
+    async def bytes_kept(self, tenant: str | None = None) -> dict[str, int]:
+        """The bytes of content each tenant keeps, the most first (of `tenant`, when given;
+        `app.store.counts.bytes_kept_by`)."""
+        if not _storable(tenant):
+            return {}
+        return await counts.bytes_kept_by(self.db, None if tenant is None else [tenant])
 
     async def stats(self, tenant: str | None = None, domain: str | None = None) -> Stats:
         """Jobs per status, and of the pending: the oldest, the longest due, how many are
@@ -681,6 +701,12 @@ def _starts_an_id(text: str) -> bool:
         char == "-" if shape == "-" else char in "0123456789abcdef"
         for char, shape in zip(text, _ID_SHAPE, strict=False)
     )
+
+
+def _of(domain: str | None, tenant: str | None) -> builtins.list[sa.ColumnElement[bool]]:
+    """The conditions of a bulk action's filters: jobs of `domain`, of `tenant`."""
+    conditions = [jobs.c.domain == domain.lower()] if domain else []
+    return conditions + ([jobs.c.tenant == tenant] if tenant is not None else [])
 
 
 def _storable(*filters: str | None) -> bool:

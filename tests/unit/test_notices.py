@@ -80,6 +80,7 @@ def test_an_action_notice_reads_back_from_its_query() -> None:
     for notice in [
         Notice(Code.NOT_DELETED, JOB, status="pending"),
         Notice(Code.REQUEUED_DEAD, count=12),
+        Notice(Code.REQUEUED_DEAD_OVER_QUOTA, count=0, left=7),
         Notice(Code.NO_DOMAIN, name="[::1]:8080"),
     ]:
         assert notice == Notice.read(**{"code": None, **_renamed(notice.query())})
@@ -99,6 +100,7 @@ def _renamed(query: dict[str, str]) -> dict[str, str]:
         {"code": "not-deleted", "job": JOB, "status": "gone; visit evil.example"},
         {"code": "requeued-dead", "count": "-1"},
         {"code": "requeued-dead", "count": "1" * 10},
+        {"code": "requeued-dead-over-quota", "count": "1", "left": "many"},
     ],
 )
 def test_a_query_the_service_did_not_write_is_no_notice(query) -> None:
