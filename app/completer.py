@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from app import observability as events
 from app import policy
 from app.loop import wait_for_event
-from app.model import DomainPause, DomainSignal, Lease, MarkDead, Outcome, Reschedule
+from app.model import Complete, DomainPause, DomainSignal, Lease, MarkDead, Outcome, Reschedule
 from app.store.outages import database_unavailable, error_wait
 from app.store.queue import Queue
 from app.store.record import Recorded
@@ -47,8 +47,8 @@ log = logging.getLogger("ingest.worker")
 
 @dataclass(frozen=True, slots=True)
 class Batching:
-    """When the completer writes, built once from the settings by the composition root
-    (`app.runtime`)."""
+    """When the completer writes, and the storage quota it holds new versions to; built once
+    from the settings by the composition root (`app.runtime`)."""
 
     slots: int
     """A slot's worth of outcomes waiting is written at once (INGEST_WORKER_CONCURRENCY)."""
@@ -56,6 +56,9 @@ class Batching:
     """The longest a batch gathers while other outcomes are coming."""
     lease_seconds: float
     """How long a write the database cannot serve is tried again before it is given up."""
+    storage_quota_bytes: int = 0
+    """INGEST_TENANT_MAX_STORAGE_BYTES: the bytes of content a tenant may keep, which new
+    versions are held to before they are written (`policy.within_storage_quota`); 0: none."""
 
 
 class Completer:
@@ -195,9 +198,11 @@ class Completer:
         return [], None
 
     async def record(self, outcomes: Sequence[Outcome]) -> Recorded:
-        """Record `outcomes` now; log and count those recorded (and the others as lost); then
-        pause the domains that policy says should wait."""
+        """Record `outcomes` now, their new versions held to their tenants' storage quota
+        (`_within_quota`); log and count those recorded (and the others as lost); then pause
+        the domains that policy says should wait."""
         now = self.clock()
+        outcomes = await self._within_quota(outcomes)
         recorded = await self.queue.record(outcomes, now)
         if recorded.outcomes:
             self.on_recorded(recorded.outcomes)
@@ -212,6 +217,18 @@ class Completer:
         except Exception as exc:  # the outcomes are in; a pause is advice
             log.warning("could not pause domains: %s", error_line(exc))
         return recorded
+
+    async def _within_quota(self, outcomes: Sequence[Outcome]) -> Sequence[Outcome]:
+        """`outcomes`, the new versions their tenants' storage quota refuses not kept: a
+        read of what the tenants keep, before the write and outside it (SQLite's writer is
+        not held for it), so records at once may together pass the quota by what they
+        add (a soft limit, as the pending quota is)."""
+        quota = self.batching.storage_quota_bytes
+        storing = sorted({o.lease.tenant for o in outcomes if isinstance(o.decision, Complete)})
+        if not quota or not storing:
+            return outcomes
+        kept = await self.queue.bytes_kept(storing)
+        return policy.within_storage_quota(outcomes, kept, quota)
 
     async def _pause_domains(self, recorded: Recorded, now: datetime) -> None:
         """Propose each failing domain's longest pause of the batch; log it only if stored.

@@ -71,8 +71,9 @@ class Metrics:
         self.attempts = Counter(
             "ingest_attempts",
             "Attempts that ended, by outcome (succeeded, not_modified and unchanged for a "
-            "refresh that kept its content, transient, rate_limited, fatal, interrupted; for "
-            "failures this is the error kind) and error type.",
+            "refresh that kept its content, not_kept for a change past its tenant's storage "
+            "quota, transient, rate_limited, fatal, interrupted; for failures this is the "
+            "error kind) and error type.",
             ["outcome", "error_type"],
             registry=registry,
         )

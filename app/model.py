@@ -65,6 +65,9 @@ class DeadReason(StrEnum):
     ROBOTS = "robots"
     """The domain's robots.txt disallows the URL (INGEST_ROBOTS_TXT=obey): nothing was asked
     of the page itself."""
+    STORAGE_QUOTA = "storage_quota"
+    """A first fetch whose content would take its tenant's bytes kept past
+    INGEST_TENANT_MAX_STORAGE_BYTES: nothing stored (`app.policy.within_storage_quota`)."""
 
 
 ROBOTS_DISALLOWED = "RobotsDisallowed"
@@ -80,6 +83,9 @@ class AttemptOutcome(StrEnum):
     """A refresh answered 304 Not Modified: no body, the content kept."""
     UNCHANGED = "unchanged"
     """A refresh answered 200 with the body, or the text extracted from it, as before."""
+    NOT_KEPT = "not_kept"
+    """A refresh found the page changed, but the new version would take its tenant's bytes
+    kept past INGEST_TENANT_MAX_STORAGE_BYTES: not stored, the last version kept."""
     TRANSIENT = "transient"
     RATE_LIMITED = "rate_limited"
     FATAL = "fatal"
@@ -267,7 +273,8 @@ class Unmodified:
     the very body stored (not extracted again)."""
 
     ended: AttemptOutcome
-    """NOT_MODIFIED (a 304) or UNCHANGED (the same body, or the same text)."""
+    """NOT_MODIFIED (a 304) or UNCHANGED (the same body, or the same text); NOT_KEPT for a
+    change past its tenant's storage quota (`Confirm`)."""
     http_status: int
     etag: str | None
     last_modified: str | None
@@ -327,7 +334,9 @@ class Complete:
 @dataclass(frozen=True)
 class Confirm:
     """A refresh found the content as stored (`Unmodified`, or a 200 whose text hashes the
-    same): the job succeeded again, nothing stored but the answer's validators."""
+    same): the job succeeded again, nothing stored but the answer's validators. Or it found
+    a change its tenant's storage quota did not let it keep (`AttemptOutcome.NOT_KEPT`):
+    then the validators are the kept version's, so the next refresh fetches the page whole."""
 
     unmodified: Unmodified
     refresh_at: datetime | None = None
@@ -369,6 +378,9 @@ class Transition(StrEnum):
     """Content stored: a first fetch, or a refresh that found the page changed."""
     CONFIRMED = "confirmed"
     """A refresh found the page unchanged (HTTP 304, or the same text): the version kept."""
+    NOT_KEPT = "not_kept"
+    """A refresh found the page changed, but its tenant's storage quota let it keep no new
+    version (`app.policy.within_storage_quota`): succeeded, the last version kept."""
     RETRY_SCHEDULED = "retry_scheduled"
     """Failed and pending again at its `retry_at`; the attempt counts."""
     DEFERRED = "deferred"
@@ -385,7 +397,12 @@ class Transition(StrEnum):
     @property
     def failed(self) -> bool:
         """Whether the attempt failed (its decision carries the failure)."""
-        return self not in (Transition.SUCCEEDED, Transition.CONFIRMED, Transition.HANDED_BACK)
+        return self not in (
+            Transition.SUCCEEDED,
+            Transition.CONFIRMED,
+            Transition.NOT_KEPT,
+            Transition.HANDED_BACK,
+        )
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,7 @@ def recorded(outcome: Outcome) -> None:
     if transition is Transition.SUCCEEDED:
         assert isinstance(decision, Complete)
         _succeeded(outcome, decision)
-    elif transition is Transition.CONFIRMED:
+    elif transition in (Transition.CONFIRMED, Transition.NOT_KEPT):
         assert isinstance(decision, Confirm)
         _confirmed(outcome, decision)
     elif transition is Transition.HANDED_BACK:
@@ -239,19 +239,21 @@ def _succeeded(outcome: Outcome, decision: Complete) -> None:
 
 def _confirmed(outcome: Outcome, decision: Confirm) -> None:
     lease, unmodified = outcome.lease, decision.unmodified
+    not_kept = outcome.transition is Transition.NOT_KEPT
     fields = _fields(
-        "job.unchanged",
+        "job.not_kept" if not_kept else "job.unchanged",
         lease,
         status=JobStatus.SUCCEEDED,
         outcome=outcome.ended,
         http_status=unmodified.http_status,
         duration_ms=outcome.duration_ms,
     )
-    how = (
-        "not modified (HTTP 304)"
-        if outcome.ended is AttemptOutcome.NOT_MODIFIED
-        else f"unchanged (HTTP {unmodified.http_status}, same text)"
-    )
+    if not_kept:
+        how = f"HTTP {unmodified.http_status}, {outcome.message}"
+    elif outcome.ended is AttemptOutcome.NOT_MODIFIED:
+        how = "not modified (HTTP 304)"
+    else:
+        how = f"unchanged (HTTP {unmodified.http_status}, same text)"
     version = lease.previous.version if lease.previous else 1
     log.info(
         "%s succeeded: %s, version %d kept%s",

@@ -39,7 +39,9 @@ transient failure, or a rate-limited one on a 429.
 A refresh that succeeds is one of three (`settle`): a 304, or the very body stored
 (`Unmodified`), confirms the content; a 200 whose main text hashes as the stored one's
 confirms it too (only a rotating ad or a timestamp moved); any other text is a change, a
-new version.
+new version. A new version that would take its tenant's bytes kept past
+INGEST_TENANT_MAX_STORAGE_BYTES is not kept (`within_storage_quota`, which the completer
+asks before it records): a refresh's change ends `not_kept`, a first fetch dead.
 
 A rate-limited answer does not spend the attempt budget: the job is deferred to
 max(backoff, Retry-After) and its `deferrals` count grows, up to `max_deferrals`.
@@ -57,8 +59,8 @@ docstrings; the functions themselves are short and pure.
 import random
 import socket
 import ssl
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
@@ -366,6 +368,72 @@ def yielded(lease: Lease, now: datetime) -> Outcome:
         duration_ms,
         Transition.HANDED_BACK,
         message="a job of a higher priority was submitted",
+    )
+
+
+STORAGE_QUOTA = "StorageQuota"
+"""The `Failure.type` of a first fetch its tenant's storage quota did not let it keep."""
+
+
+def within_storage_quota(
+    outcomes: Sequence[Outcome], kept: Mapping[str, int], quota: int
+) -> list[Outcome]:
+    """The outcomes to record when each tenant may keep `quota` bytes of content and keeps
+    `kept` (none named: 0) before these: a new version that would take its tenant past the
+    quota is not kept. A refresh's change is then `not_kept` (succeeded, the last version
+    and its validators kept, so the next refresh fetches the page whole again); a first
+    fetch is dead (`storage_quota`), as it has nothing to show. The versions kept count in
+    turn, so a batch never passes the quota by its own versions; what deleting a job's
+    oldest version would free is not counted. `version_bytes` says what a version adds."""
+    kept = dict(kept)
+    settled = []
+    for outcome in outcomes:
+        decision, tenant = outcome.decision, outcome.lease.tenant
+        if isinstance(decision, Complete):
+            already, adding = kept.get(tenant, 0), version_bytes(decision.fetched)
+            if already + adding > quota:
+                outcome = _not_kept(outcome, decision, already, adding, quota)
+            else:
+                kept[tenant] = already + adding
+        settled.append(outcome)
+    return settled
+
+
+def version_bytes(fetched: Fetched) -> int:
+    """What storing `fetched` adds to its tenant's bytes kept: its body's bytes, its text's
+    and its Markdown's as UTF-8, the Markdown none when it is the text (kept once). The same
+    as the triggers count of what is stored (`app.store.counts`)."""
+    markdown = 0 if fetched.markdown in (None, fetched.text) else _utf8(fetched.markdown)
+    return len(fetched.body) + _utf8(fetched.text) + markdown
+
+
+def _utf8(text: str | None) -> int:
+    if text is None:
+        return 0
+    # isascii() reads a flag of the string: most pages' texts are counted without a copy.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _not_kept(outcome: Outcome, decision: Complete, kept: int, adding: int, quota: int) -> Outcome:
+    """`outcome`, its version refused by its tenant's storage quota (`within_storage_quota`)."""
+    lease = outcome.lease
+    reason = (
+        f"tenant {lease.tenant!r} keeps {kept:,} bytes; this version's {adding:,} more would "
+        f"pass its quota of {quota:,} (INGEST_TENANT_MAX_STORAGE_BYTES)"
+    )
+    previous = lease.previous
+    if previous is None:
+        failure = Failure(ErrorKind.FATAL, STORAGE_QUOTA, reason)
+        dead = MarkDead(DeadReason.STORAGE_QUOTA, failure)
+        return replace(outcome, decision=dead, ended=AttemptOutcome.FATAL, transition=failed(dead))
+    status = decision.fetched.http_status
+    unmodified = Unmodified(AttemptOutcome.NOT_KEPT, status, previous.etag, previous.last_modified)
+    return replace(
+        outcome,
+        decision=Confirm(unmodified, decision.refresh_at),
+        ended=AttemptOutcome.NOT_KEPT,
+        transition=Transition.NOT_KEPT,
+        message=f"changed, not kept: {reason}",
     )
 
 

@@ -457,8 +457,9 @@ class Settings(BaseSettings):
     extract_processes: int | None = Field(
         None,
         ge=0,
-        description="Processes that extract HTML and PDF bodies, per worker (empty: one per "
-        "core); 0 extracts in a thread of the worker, without deadline or memory cap.",
+        description="Processes that parse fetched bodies (HTML and PDF, and any text past a "
+        "few KB), per worker (empty: one per core); 0 parses in a thread of the worker, "
+        "without deadline or memory cap.",
     )
     extract_timeout_seconds: float = Field(
         15.0,
@@ -476,6 +477,24 @@ class Settings(BaseSettings):
     )
     pdf_max_pages: int = Field(
         200, ge=1, description="A PDF's pages past this are not read (its page count is kept)."
+    )
+    extract_max_elements: int = Field(
+        50_000,
+        ge=1,
+        description="An HTML page of more elements is refused before its text is extracted; "
+        "the job is dead (UnparseableContent, hostile page).",
+    )
+    extract_max_attributes: int = Field(
+        100_000,
+        ge=1,
+        description="An HTML page of more attributes, all elements together, is refused before "
+        "its text is extracted; the job is dead (UnparseableContent, hostile page).",
+    )
+    extract_max_attributes_per_element: int = Field(
+        1_000,
+        ge=1,
+        description="An HTML page with an element of more attributes is refused before it is "
+        "parsed; the job is dead (UnparseableContent, hostile page).",
     )
 
     # Safe fetching: the SSRF guard (app/guard.py) and what is kept of a fetched body
@@ -527,6 +546,38 @@ class Settings(BaseSettings):
         description="The shortest refresh_every a submit may ask for (seconds).",
     )
 
+    # Diffs of two versions, `?diff=` (app/api/diffs.py)
+    diff_max_bytes: int = Field(
+        1024 * 1024,
+        ge=1,
+        description="Largest text or Markdown (UTF-8 bytes, each side) a diff compares; a "
+        "larger version answers 422.",
+    )
+    diff_max_lines: int = Field(
+        20_000,
+        ge=1,
+        description="Most lines (each side) a diff compares; more answer 422.",
+    )
+    diff_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=3600,
+        description="A diff not done within this many seconds has its process killed and "
+        "answers 422.",
+    )
+    diff_per_key: int = Field(
+        2,
+        ge=1,
+        description="Diffs an API key may have in flight, in each API process; one more "
+        "answers 429 with Retry-After.",
+    )
+    diff_processes: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Processes that compute diffs, per API process, started on the first diff.",
+    )
+
     # Tenants
     tenant_max_pending: int = Field(
         0,
@@ -555,6 +606,14 @@ class Settings(BaseSettings):
         ge=0,
         description="Running jobs a tenant may have across all workers: the claim leases it "
         "no more. 0: no limit.",
+    )
+    tenant_max_storage_bytes: int = Field(
+        0,
+        ge=0,
+        description="Bytes of content a tenant may keep: the body, text and Markdown of every "
+        "version kept (Markdown that is the text counted once). A refresh's change that would "
+        "pass it is not kept (the attempt ends not_kept, the last version stays); a first "
+        "fetch that would is dead (storage_quota). 0: no limit.",
     )
     tenant_weights: Annotated[dict[str, int], NoDecode] = Field(
         {},

@@ -60,6 +60,7 @@ class Views:
         # it loads none of the fetcher's, the worker's and the webhooks' modules.
         from app.completer import Batching
         from app.content.extract import ExtractionLimits
+        from app.content.hostile import PageCaps
         from app.fetch.fetcher import FetchLimits
         from app.fetch.pool import PoolSettings
         from app.fetch.robots import RobotsLimits
@@ -110,7 +111,15 @@ class Views:
                     processes=settings.extraction_processes,
                     timeout_seconds=settings.extract_timeout_seconds,
                     memory_mb=settings.extract_memory_mb,
-                    limits=ExtractionLimits(pdf_max_pages=settings.pdf_max_pages),
+                    limits=ExtractionLimits(
+                        pdf_max_pages=settings.pdf_max_pages,
+                        page=PageCaps(
+                            elements=settings.extract_max_elements,
+                            attributes=settings.extract_max_attributes,
+                            attributes_per_element=settings.extract_max_attributes_per_element,
+                        ),
+                    ),
+                    tenant_weights=settings.tenant_weights,
                 ),
             ),
             robots=RobotsLimits(
@@ -126,6 +135,7 @@ class Views:
                 slots=settings.worker_concurrency,
                 record_delay_seconds=settings.record_delay_seconds,
                 lease_seconds=settings.lease_seconds,
+                storage_quota_bytes=settings.tenant_max_storage_bytes,
             ),
             worker=WorkerRules(
                 concurrency=settings.worker_concurrency,

@@ -5,7 +5,7 @@ and why a job has no content to show, in the API's and the CLI's same words.
 Built from the store's rows (`JobOut.of(job)`); timestamps are ISO-8601 UTC.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -243,7 +243,9 @@ class JobOut(BaseModel):
 
 
 class AttemptOut(BaseModel):
-    number: int
+    number: int = Field(
+        description="Its place in the job's history: 1, 2, 3 ... across retries and refreshes."
+    )
     worker_id: str | None = Field(
         description="The worker process that ran it (`host:pid:...`, as `GET /workers` names "
         "it). Null for a tenant's API key: workers serve every tenant."
@@ -304,6 +306,15 @@ class TenantOut(BaseModel):
         )
 
 
+class StorageOut(BaseModel):
+    tenant: str
+    bytes_kept: int = Field(
+        description="Bytes of content it keeps: the body, text and Markdown (UTF-8) of every "
+        "version kept, Markdown that is the text counted once; held to "
+        "INGEST_TENANT_MAX_STORAGE_BYTES."
+    )
+
+
 class QuotasOut(BaseModel):
     """The limits every tenant and API key is held to; 0: none."""
 
@@ -313,6 +324,7 @@ class QuotasOut(BaseModel):
         description="INGEST_KEY_SUBMITS_PER_SECOND, in each API process"
     )
     key_submit_burst: int = Field(description="INGEST_KEY_SUBMIT_BURST (0: one second's worth)")
+    tenant_max_storage_bytes: int = Field(description="INGEST_TENANT_MAX_STORAGE_BYTES")
 
     @classmethod
     def of(cls, settings: Settings) -> "QuotasOut":
@@ -321,6 +333,7 @@ class QuotasOut(BaseModel):
             tenant_max_in_flight=settings.tenant_max_in_flight,
             key_submits_per_second=settings.key_submits_per_second,
             key_submit_burst=settings.key_submit_burst,
+            tenant_max_storage_bytes=settings.tenant_max_storage_bytes,
         )
 
 
@@ -341,16 +354,28 @@ class StatsOut(BaseModel):
         description=f"Each tenant with jobs pending or running (a tenant's key: its own), the "
         f"most pending first; at most {TENANTS_SHOWN:,}."
     )
+    storage: list[StorageOut] = Field(
+        description=f"Each tenant that keeps content (a tenant's key: its own), the most bytes "
+        f"first; at most {TENANTS_SHOWN:,}."
+    )
     quotas: QuotasOut
 
     @classmethod
-    def of(cls, stats: Stats, tenants: Sequence[TenantLoad], settings: Settings) -> "StatsOut":
+    def of(
+        cls,
+        stats: Stats,
+        tenants: Sequence[TenantLoad],
+        settings: Settings,
+        bytes_kept: Mapping[str, int],
+    ) -> "StatsOut":
+        """`bytes_kept`: of each tenant, the most first (`JobStore.bytes_kept`)."""
         return cls(
             counts=StatusCounts(**stats.counts),
             oldest_pending_age_seconds=stats.oldest_pending_age_seconds,
             oldest_due_age_seconds=stats.oldest_due_age_seconds,
             scheduled=stats.scheduled,
             tenants=[TenantOut.of(load, settings) for load in tenants],
+            storage=[StorageOut(tenant=t, bytes_kept=n) for t, n in bytes_kept.items()],
             quotas=QuotasOut.of(settings),
         )
 

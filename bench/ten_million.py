@@ -202,9 +202,10 @@ FILL_ATTEMPTS = """
 """
 # Body 3.3 KB, text and Markdown 1.5 KB each: hex of md5s, which compresses about as HTML.
 FILL_CONTENTS = """
-    INSERT INTO job_contents (job_id, version, text_sha256, title, page_metadata, content,
-                              content_type, text, markdown, text_length, stored_at)
-    SELECT j.id, 1, j.result_text_sha256, j.result_title, CAST('{"language": "en"}' AS json),
+    INSERT INTO job_contents (job_id, version, tenant, text_sha256, title, page_metadata,
+                              content, content_type, text, markdown, text_length, stored_at)
+    SELECT j.id, 1, j.tenant, j.result_text_sha256, j.result_title,
+           CAST('{"language": "en"}' AS json),
            convert_to('<html><body><p>' || b.body || '</p></body></html>', 'UTF8'),
            j.result_content_type, left(b.body, 1500),
            '# ' || j.result_title || E'\n\n' || left(b.body, 1500), 1500, j.finished_at

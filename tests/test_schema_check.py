@@ -344,3 +344,34 @@ def test_idempotency_keys_are_indexed_where_given_from_migration_0016(blank_url)
     if blank_url.startswith("postgresql"):
         assert [("uq_jobs_tenant_idempotency_key", False)] == _read(blank_url, KEY_INDEXES)
     assert [(4,)] == _read(blank_url, "SELECT count(*) FROM jobs")
+
+
+VERSION_0017 = """INSERT INTO job_contents (job_id, version, tenant, content, content_type, text,
+markdown, markdown_as_text, text_length, stored_at) VALUES ('0172ff91-0000-4000-8000-000000000000',
+:version, 'default', :body, 'text/plain', 'Ünïcode text', NULL, :as_text, 12,
+'2026-12-01 10:00:00')"""
+BYTES_KEPT = "SELECT tenant, sum(bytes) FROM bytes_kept GROUP BY tenant"
+
+
+def test_bytes_kept_are_counted_from_migration_0017(blank_url):
+    """Migration 0017: a version stored before names its job's tenant and counts in its bytes
+    kept (its body, and its text and Markdown as UTF-8); from then on each version stored,
+    and deleted with its job, counts; back at 0016, Markdown kept as the text is a copy
+    again, and 0017 once more counts it."""
+    config = alembic_config(blank_url)
+    command.upgrade(config, "0016")
+    body, text = b"<p>x</p>", "Ünïcode text".encode()
+    _write(blank_url, (JOB_0008, {}), (CONTENT_VERSION, {"version": 1, "body": body}))
+    command.upgrade(config, "0017")
+    one, two = len(body) + 2 * len(text), len(body) + len(text)
+    assert [("default", one)] == _read(blank_url, BYTES_KEPT)
+    assert [("default",)] == _read(blank_url, "SELECT tenant FROM job_contents")
+    _write(blank_url, (VERSION_0017, {"version": 2, "body": body, "as_text": True}))
+    assert [("default", one + two)] == _read(blank_url, BYTES_KEPT)
+    command.downgrade(config, "0016")
+    markdowns = "SELECT markdown FROM job_contents ORDER BY version"
+    assert [("Ünïcode text",), ("Ünïcode text",)] == _read(blank_url, markdowns)
+    command.upgrade(config, "0017")
+    assert [("default", 2 * one)] == _read(blank_url, BYTES_KEPT)
+    _write(blank_url, ("DELETE FROM jobs", {}))
+    assert [("default", 0)] == _read(blank_url, BYTES_KEPT)

@@ -22,7 +22,7 @@ API (`app.api.cross_site`): the browser would attach the Basic credentials to it
 import base64
 import binascii
 from collections.abc import Awaitable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
@@ -38,8 +38,10 @@ from app.content.types import has_text, media_type
 from app.keys import ADMIN
 from app.model import JobStatus
 from app.store.activity import finished_per_minute
+from app.store.counts import TenantLoad
 from app.store.domains import DomainOverview
 from app.store.jobs import JobNotFound, JobStore, StateConflict
+from app.store.quotas import QuotaExceeded
 from app.store.tables import Job, is_job_id
 from app.store.workers import silence
 from app.wire import PageMetadataOut
@@ -114,7 +116,7 @@ async def overview(
         "domains": _busiest_first(domains)[:PAGE_SIZE],
         "domain_count": len(domains),
         "domain_limit": runtime.settings.domain_max_in_flight,
-        "tenants": await jobs.tenant_loads(view.tenant),
+        **await _tenants(jobs, view),
         "settings": runtime.settings,
         "dead": dead,
         "waiting": waiting,
@@ -125,6 +127,16 @@ async def overview(
         "id_length": distinct_prefix([job.id for job in listed]),
     }
     return templates.TemplateResponse(request, "overview.html", context)
+
+
+async def _tenants(jobs: JobStore, view: View) -> dict[str, Any]:
+    """The Tenants table: each tenant with jobs pending or running (the most pending first),
+    then each other that keeps content (the most bytes first); and the bytes each keeps."""
+    loads = list(await jobs.tenant_loads(view.tenant))
+    kept = await jobs.bytes_kept(view.tenant)
+    named = {load.tenant for load in loads}
+    loads += [TenantLoad(tenant, 0, 0) for tenant in kept if tenant not in named]
+    return {"tenants": loads, "kept": kept}
 
 
 async def _banner(notice: Notice | None, jobs: JobStore, view: View) -> str | None:
@@ -203,6 +215,7 @@ async def job_markdown(job_id: str, contents: ContentsDep) -> Response:
     response_class=Response,
 )
 async def version_text(
+    request: Request,
     job_id: str,
     version: content.VersionNumber,
     contents: ContentsDep,
@@ -210,7 +223,7 @@ async def version_text(
 ) -> Response:
     """What `GET /jobs/{id}/versions/{n}/text` serves (with `?diff=m`, the diff from version
     m), under the dashboard's sign-in."""
-    return await content.get_version_text(job_id, version, contents, Caller(None), diff)
+    return await content.get_version_text(job_id, version, contents, Caller(None), request, diff)
 
 
 @router.get("/confirm/{what}", name="dashboard_confirm")
@@ -241,6 +254,8 @@ async def retry_job(
         notice = _no_job(job_id)
     except StateConflict as exc:
         notice = Notice(Code.NOT_RETRIED, job_id, status=exc.status)
+    except QuotaExceeded:
+        notice = Notice(Code.OVER_QUOTA, job_id)
     return _redirect(_back(job_id, back, view), notice)
 
 
@@ -255,14 +270,16 @@ async def refresh_job(
 
 
 async def _acted(job_id: str, action: Awaitable[Job], done: Code, refused: Code) -> Notice:
-    """What a button's store action on one job did: `done`, or why not (no such job, or a
-    state that refuses it: `refused`)."""
+    """What a button's store action on one job did: `done`, or why not (no such job, a
+    state that refuses it: `refused`, or its tenant's pending quota)."""
     try:
         return Notice(done, (await action).id)
     except JobNotFound:
         return _no_job(job_id)
     except StateConflict as exc:
         return Notice(refused, job_id, status=exc.status)
+    except QuotaExceeded:
+        return Notice(Code.OVER_QUOTA, job_id)
 
 
 def _no_job(job_id: str) -> Notice:
@@ -293,9 +310,15 @@ async def delete_job(job_id: str, jobs: JobsDep, view: ViewDep) -> RedirectRespo
 
 @router.post("/retry", name="dashboard_retry_dead")
 async def retry_dead(jobs: JobsDep, view: ViewDep) -> RedirectResponse:
-    """Requeue every dead job of the filter with a fresh budget."""
-    count = await jobs.retry_all([JobStatus.DEAD], view.domain, view.tenant)
-    return _redirect(view.action("/dashboard"), Notice(Code.REQUEUED_DEAD, count=count))
+    """Requeue every dead job of the filter with a fresh budget (of each tenant, as many as
+    its pending quota leaves room for)."""
+    done = await jobs.retry_all([JobStatus.DEAD], view.domain, view.tenant)
+    notice = Notice(Code.REQUEUED_DEAD, count=done.requeued)
+    if done.left_over_quota:
+        notice = Notice(
+            Code.REQUEUED_DEAD_OVER_QUOTA, count=done.requeued, left=done.left_over_quota
+        )
+    return _redirect(view.action("/dashboard"), notice)
 
 
 @router.post("/delete", name="dashboard_delete_dead")

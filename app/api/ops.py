@@ -23,10 +23,10 @@ READY_TIMEOUT_SECONDS = 2.0
 @router.get("/stats", name="get_stats", responses={**responses(401), **unavailable()})
 async def get_stats(jobs: JobsDep, settings: SettingsDep, caller: CallerDep) -> StatsOut:
     """Jobs per status; of the pending, how long the oldest due one has been due and how
-    many are not due yet; each tenant's jobs pending and running, its weight, and the quotas
-    (of the caller's tenant)."""
+    many are not due yet; each tenant's jobs pending and running, its weight, the bytes of
+    content it keeps, and the quotas (of the caller's tenant)."""
     stats, tenants = await jobs.stats(caller.tenant), await jobs.tenant_loads(caller.tenant)
-    return StatsOut.of(stats, tenants, settings)
+    return StatsOut.of(stats, tenants, settings, await jobs.bytes_kept(caller.tenant))
 
 
 @router.get("/workers", name="list_workers", responses={**responses(401, 403), **unavailable()})

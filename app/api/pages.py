@@ -107,6 +107,18 @@ def duration(seconds: float) -> str:
     )
 
 
+def size(count: int) -> str:
+    """`512 B`, `7.7 MB`, `1.2 GB`: a number of bytes in decimal units, to a tenth."""
+    if count < 1000:
+        return f"{count} B"
+    amount, unit = count / 1000, "kB"
+    for larger in ("MB", "GB", "TB"):
+        if amount < 999.95:
+            break
+        amount, unit = amount / 1000, larger
+    return f"{amount:.1f} {unit}"
+
+
 def waits_for(blocked: Blocked, domain: str) -> str:
     """`its domain example.com is paused until ... (HTTP 429, ...)`: a reason as a clause."""
     until = when(blocked.until)
@@ -126,6 +138,7 @@ def waits_for(blocked: Blocked, domain: str) -> str:
 
 templates.env.filters["when"] = when
 templates.env.filters["duration"] = duration
+templates.env.filters["size"] = size
 templates.env.globals["relative"] = relative
 templates.env.globals["refresh_choices"] = REFRESH_CHOICES
 templates.env.globals["waits_for"] = waits_for

@@ -1,12 +1,15 @@
 """Jobs per tenant and status without counting the jobs: the sums of `job_counts`, whose
 rows triggers on `jobs` add in the transaction of every change (migration 0012: a row per
-statement and tenant and status on PostgreSQL, per job changed on SQLite).
+statement and tenant and status on PostgreSQL, per job changed on SQLite). Bytes kept per
+tenant likewise: the sums of `bytes_kept`, whose rows triggers on `job_contents` add
+(migration 0017: a row per statement and tenant on PostgreSQL, per version on SQLite).
 
 The rows pile up between folds, a few per claim or record; `fold` replaces them with one
-row per tenant and status (the worker calls it as it looks back for expired leases). A
-count is exact whenever read: the rows not folded yet are summed too.
+row per tenant and status, or per tenant (the worker calls it as it looks back for expired
+leases). A count is exact whenever read: the rows not folded yet are summed too.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +18,7 @@ import sqlalchemy as sa
 from app.model import JobStatus
 from app.store.database import Database
 from app.store.dialect import binds_lists
-from app.store.tables import job_counts
+from app.store.tables import bytes_kept, job_counts
 
 TENANTS_SHOWN = 1000
 """The most tenants `tenant_loads` returns: the busiest (most pending)."""
@@ -71,57 +74,85 @@ async def tenant_loads(database: Database, tenant: str | None = None) -> list[Te
     return [TenantLoad(name, int(waiting), int(running)) for name, waiting, running in rows]
 
 
-def _fold_in_one_statement() -> sa.Select[Any]:
+@dataclass(frozen=True)
+class _Changes:
+    """A table of changes that triggers append to: a count per `keys` is the sum of its
+    rows' `change`."""
+
+    table: sa.Table
+    keys: tuple[str, ...]
+    change: str
+
+
+_JOBS = _Changes(job_counts, ("tenant", "status"), "jobs")
+_BYTES = _Changes(bytes_kept, ("tenant",), "bytes")
+
+
+def _fold_in_one_statement(changes: _Changes) -> sa.Select[Any]:
     """`_fold` as one statement on PostgreSQL (a data-modifying CTE: `binds_lists`): the rows
     of changes never leave the server: 92-108 ms for 60,000-68,000 of them at 10 M jobs,
     where reading them into Python and summing them there took 283-293 ms, in the worker's
     event loop, between two claims."""
-    gone = (
-        sa.delete(job_counts)
-        .returning(job_counts.c.tenant, job_counts.c.status, job_counts.c.jobs)
-        .cte("gone")
-    )
-    total = sa.func.sum(gone.c.jobs)
-    sums = (
-        sa.select(gone.c.tenant, gone.c.status, total)
-        .group_by(gone.c.tenant, gone.c.status)
-        .having(total != 0)
-    )
-    written = sa.insert(job_counts).from_select(["tenant", "status", "jobs"], sums).cte("written")
+    table, names = changes.table, [*changes.keys, changes.change]
+    gone = sa.delete(table).returning(*(table.c[name] for name in names)).cte("gone")
+    keys = [gone.c[key] for key in changes.keys]
+    total = sa.func.sum(gone.c[changes.change])
+    sums = sa.select(*keys, total).group_by(*keys).having(total != 0)
+    written = sa.insert(table).from_select(names, sums).cte("written")
     return sa.select(sa.func.count()).select_from(gone).add_cte(written)
 
 
-_FOLD_IN_ONE_STATEMENT = _fold_in_one_statement()
+_FOLD_IN_ONE_STATEMENT = {changes: _fold_in_one_statement(changes) for changes in (_JOBS, _BYTES)}
 
 
-def _fold(conn: sa.Connection) -> int:
-    """Delete every row of changes and write back their sums, one row per tenant and
-    status (none for a sum of 0); how many rows were folded. On PostgreSQL a row a
-    concurrent transaction adds meanwhile is not deleted (not in the delete's snapshot)
-    and stays to be summed; two folds at once delete disjoint rows."""
+def _fold(changes: _Changes, conn: sa.Connection) -> int:
+    """Delete every row of `changes` and write back their sums, one row per key (none for
+    a sum of 0); how many rows were folded. On PostgreSQL a row a concurrent transaction
+    adds meanwhile is not deleted (not in the delete's snapshot) and stays to be summed;
+    two folds at once delete disjoint rows."""
     if binds_lists(conn.dialect.name):
-        return int(conn.execute(_FOLD_IN_ONE_STATEMENT).scalar_one())
-    gone = conn.execute(
-        sa.delete(job_counts).returning(job_counts.c.tenant, job_counts.c.status, job_counts.c.jobs)
-    ).all()
-    sums: dict[tuple[str, str], int] = {}
-    for tenant, status, jobs in gone:
-        sums[tenant, status] = sums.get((tenant, status), 0) + jobs
-    rows = [
-        {"tenant": tenant, "status": status, "jobs": jobs}
-        for (tenant, status), jobs in sorted(sums.items())
-        if jobs
-    ]
-    if rows:
-        conn.execute(sa.insert(job_counts), rows)
+        return int(conn.execute(_FOLD_IN_ONE_STATEMENT[changes]).scalar_one())
+    table, names = changes.table, [*changes.keys, changes.change]
+    gone = conn.execute(sa.delete(table).returning(*(table.c[name] for name in names))).all()
+    sums: dict[tuple[Any, ...], int] = {}
+    for *key, change in gone:
+        sums[tuple(key)] = sums.get(tuple(key), 0) + change
+    rows = [dict(zip(names, (*key, total), strict=True)) for key, total in sorted(sums.items())]
+    if rows := [row for row in rows if row[changes.change]]:
+        conn.execute(sa.insert(table), rows)
     return len(gone)
 
 
+def _rows_of(table: sa.Table) -> sa.ScalarSelect[Any]:
+    return sa.select(sa.func.count()).select_from(table).scalar_subquery()
+
+
 async def fold(database: Database, at: int = FOLD_AT) -> int:
-    """Fold the rows of changes if there are more than `at` (a read, without SQLite's write
-    lock, says whether); how many rows were folded."""
+    """Fold the rows of changes of the job counts and of the bytes kept, of each table that
+    has more than `at` (a read, without SQLite's write lock, says which); how many rows
+    were folded."""
     async with database.read() as conn:
-        rows = (await conn.execute(sa.select(sa.func.count()).select_from(job_counts))).scalar()
-    if not rows or rows <= at:
+        rows = (await conn.execute(sa.select(_rows_of(job_counts), _rows_of(bytes_kept)))).one()
+    due = [changes for changes, n in zip((_JOBS, _BYTES), rows, strict=True) if n and n > at]
+    if not due:
         return 0
-    return await database.transact(_fold)
+    return await database.transact(lambda conn: sum(_fold(changes, conn) for changes in due))
+
+
+async def bytes_kept_by(database: Database, tenants: Sequence[str] | None = None) -> dict[str, int]:
+    """The bytes each tenant keeps (of `tenants`, when given; else the TENANTS_SHOWN that
+    keep the most), the most first; a tenant that keeps none is not named."""
+    total = sa.func.sum(bytes_kept.c.bytes)
+    stmt = (
+        sa.select(bytes_kept.c.tenant, total)
+        .group_by(bytes_kept.c.tenant)
+        .having(total > 0)
+        .order_by(total.desc(), bytes_kept.c.tenant)
+    )
+    if tenants is None:
+        stmt = stmt.limit(TENANTS_SHOWN)
+    else:
+        stmt = stmt.where(bytes_kept.c.tenant.in_(tenants))
+    async with database.read() as conn:
+        rows = (await conn.execute(stmt)).all()
+    return {tenant: int(kept) for tenant, kept in rows}

@@ -11,6 +11,8 @@
 - `stage_refreshes`: scheduled refreshes that came due go back to pending
   (`app.store.refreshes`).
 - `report`, `stopped`: the worker's own row in the `workers` table (`app.store.workers`).
+- `fold_counts`, `bytes_kept`: the counts kept by triggers, folded; the bytes tenants keep,
+  which the completer holds new versions to (`app.store.counts`).
 
 Every write of a running attempt is fenced on its claim's random `lease_id` (cleared when
 the job leaves running), so the late write of an attempt whose lease was taken back
@@ -142,9 +144,14 @@ class Queue:
         return await self.db.transact(lambda conn: refreshes.stage_due(conn, backend, now))
 
     async def fold_counts(self) -> int:
-        """Fold the changes to the job counts GET /stats reads, once they pile up
-        (`app.store.counts`); how many rows were folded."""
+        """Fold the changes to the job counts and bytes kept GET /stats reads, once they pile
+        up (`app.store.counts`); how many rows were folded."""
         return await counts.fold(self.db)
+
+    async def bytes_kept(self, tenants: Sequence[str]) -> dict[str, int]:
+        """The bytes of content each of `tenants` keeps (none named: none kept), read
+        without the write lock, for its storage quota (`app.policy.within_storage_quota`)."""
+        return await counts.bytes_kept_by(self.db, tenants)
 
     async def prune(self, older_than: datetime) -> int:
         """Retention: delete succeeded and cancelled jobs (with their attempts and content)

@@ -39,6 +39,10 @@ Part = Literal["content", "text", "markdown"]
 """What of a job's content to read: the body's bytes, the main text, or its Markdown."""
 
 
+_MARKDOWN = sa.case((contents.c.markdown_as_text, contents.c.text), else_=contents.c.markdown)
+"""A version's Markdown, the text when it was kept as the text (`JobContent.markdown_as_text`)."""
+
+
 @dataclass(frozen=True)
 class Content:
     """What is stored for a job. `status` is None when there is no such job."""
@@ -84,7 +88,7 @@ class ContentStore:
             sa.select(
                 jobs.c.status,
                 contents.c.content_type,
-                contents.c[part],
+                _MARKDOWN if part == "markdown" else contents.c[part],
                 contents.c.job_id.is_not(None),
             )
             .select_from(jobs.outerjoin(contents, sa.and_(contents.c.job_id == jobs.c.id, which)))

@@ -12,8 +12,9 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
    kind: succeeded, confirmed by a refresh, failed, handed back);
 2. their attempts written into the history, whole: the claim writes none, so an attempt
    costs one row's insert (a running attempt is read off its job's row: `JobStore.attempts`);
-3. succeeded jobs' bodies, text and Markdown as a new content version (their page's
-   metadata goes with step 1), and the versions beyond INGEST_CONTENT_VERSIONS deleted
+3. succeeded jobs' bodies, text and Markdown (once, when it is the text) as a new content
+   version (their page's metadata goes with step 1), counted in their tenants' bytes kept
+   by triggers (`app.store.counts`), and the versions beyond INGEST_CONTENT_VERSIONS deleted
    (the inserts of steps 2 and 3 in one statement on PostgreSQL:
    `Backend.inserts_together`);
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
@@ -403,14 +404,18 @@ class _Plan:
                     "refresh_at": decision.refresh_at,
                 }
             )
+            # Markdown that is the text (a plain-text page's) is kept once, as the text.
+            as_text = fetched.markdown == fetched.text
             self.contents.append(
                 {
                     "job_id": lease.id,
                     "version": version,
+                    "tenant": lease.tenant,
                     "content": fetched.body,
                     "content_type": fetched.content_type,
                     "text": fetched.text,
-                    "markdown": fetched.markdown,
+                    "markdown": None if as_text else fetched.markdown,
+                    "markdown_as_text": as_text,
                     "text_length": len(fetched.text),
                     "text_sha256": fetched.text_sha256,
                     "title": fetched.title,

@@ -217,10 +217,11 @@ BigIntPK = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 class Attempt(SQLModel, table=True):
-    """One row per attempt, kept across manual retries: the job's history.
+    """One row per attempt, kept across retries and refreshes: the job's history.
 
     `number` is the attempt within the budget in force ("attempt 2/4"), so it restarts at 1
-    after an operator's retry; `id` orders the whole history.
+    after a retry or a refresh; `id` orders the whole history, and the history as read
+    numbers its attempts by their place in that order (`app.store.jobs`).
     """
 
     __tablename__ = "attempts"
@@ -347,6 +348,9 @@ class JobContent(SQLModel, table=True):
         )
     )
     version: int = Field(default=1, primary_key=True)
+    tenant: str = Field(max_length=100)
+    """Its job's tenant, whose bytes kept the triggers of migration 0017 count it in (a
+    job's delete cascades here once its row is gone: the job can no longer say)."""
     text_sha256: str | None = Field(default=None, max_length=64)
     """sha256 of `text` as UTF-8; null for versions stored before migration 0009 that had
     no text to hash."""
@@ -359,8 +363,11 @@ class JobContent(SQLModel, table=True):
     text: str = Field(sa_column=Column(sa.Text(), nullable=False))
     """The extracted main text (app.content.extract)."""
     markdown: str | None = Field(default=None, sa_column=Column(sa.Text(), nullable=True))
-    """The main content as Markdown; null for a type with no text, and for jobs that
-    succeeded before migration 0008."""
+    """The main content as Markdown; null for a type with no text, for jobs that
+    succeeded before migration 0008, and when it is the text itself (`markdown_as_text`)."""
+    markdown_as_text: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    """The Markdown is the very text (a plain-text page's): kept once, in `text`, and read
+    back as the Markdown (`app.store.reads`)."""
     text_length: int
     stored_at: datetime = _ts(nullable=False)
 
@@ -379,6 +386,23 @@ class JobCount(SQLModel, table=True):
     tenant: str = Field(max_length=100)
     status: str = Field(max_length=16)
     jobs: int = Field(sa_type=sa.BigInteger)
+
+
+class BytesKept(SQLModel, table=True):
+    """A change in the bytes a tenant keeps (+n or -n); its bytes kept are the sum of its
+    rows. Written by triggers on `job_contents` (migration 0017) in the transaction that
+    stores or deletes versions, whatever statement does it (a record, retention, a job's
+    delete); folded into one row per tenant by `app.store.counts`. A version's bytes: its
+    body's, its text's and its Markdown's as stored (UTF-8), none for Markdown kept as the
+    text."""
+
+    __tablename__ = "bytes_kept"
+
+    id: int | None = Field(
+        default=None, sa_column=Column(BigIntPK, primary_key=True, autoincrement=True)
+    )
+    tenant: str = Field(max_length=100)
+    bytes: int = Field(sa_type=sa.BigInteger)
 
 
 class Delivery(SQLModel, table=True):
@@ -433,6 +457,7 @@ domains: sa.Table = Domain.__table__  # type: ignore[attr-defined]
 tenants: sa.Table = Tenant.__table__  # type: ignore[attr-defined]
 contents: sa.Table = JobContent.__table__  # type: ignore[attr-defined]
 job_counts: sa.Table = JobCount.__table__  # type: ignore[attr-defined]
+bytes_kept: sa.Table = BytesKept.__table__  # type: ignore[attr-defined]
 deliveries: sa.Table = Delivery.__table__  # type: ignore[attr-defined]
 workers: sa.Table = WorkerProcess.__table__  # type: ignore[attr-defined]
 
