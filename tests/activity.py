@@ -35,7 +35,7 @@ DOMAINS = ("news.example", "shop.example", "api.example")
 @dataclass(frozen=True)
 class Activity:
     totals: dict[str, int]
-    """Attempts finished in the last hour: succeeded, retried, dead."""
+    """Attempts finished in the last hour: succeeded, unchanged (none), retried, dead."""
     running: list[Lease]
     """Jobs left running, on the `LIVE` workers."""
 
@@ -53,7 +53,7 @@ async def seed_activity(database: Database, now: datetime, seed: int = 7) -> Act
     hour's first minute is left empty: a page read in the next minute shows it all."""
     rand = random.Random(seed)
     queue = queue_on(database, Settings(_env_file=None, domain_max_in_flight=1000))
-    totals = {"succeeded": 0, "retried": 0, "dead": 0}
+    totals = {"succeeded": 0, "unchanged": 0, "retried": 0, "dead": 0}
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=59)
     for minute in range(1, 60):
         # Never after `now`: the last minute may have run a few seconds only.

@@ -2,6 +2,7 @@
 minute by how they ended, their queue lag (written by the claim), and one GROUP BY through
 `ix_attempts_finished`."""
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,13 +10,15 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from app import policy
-from app.model import NewJob
+from app.model import AttemptOutcome, Fetched, NewJob, Unmodified
 from app.settings import Settings
 from app.store.activity import Ended, finished_per_minute
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.tables import attempts
 from tests.activity import seed_activity
+from tests.outcomes import succeeded
+from tests.rules import RETRY
 from tests.stores import queue_on
 
 NOW = datetime(2026, 11, 30, 3, 12, 40, tzinfo=UTC)
@@ -70,6 +73,49 @@ async def test_the_claim_writes_the_queue_lag_and_a_hand_back_its_next_retry(dat
     await queue.record([policy.handed_back(lease, back)], back)
     (attempt,) = await jobs.attempts(job.id)
     assert (2500, back) == (attempt.queue_lag_ms, attempt.next_retry_at)
+
+
+async def test_refreshes_that_find_the_content_as_it_was_are_unchanged_not_dead(database):
+    """Three pages fetched, then refreshed: a 304 (not_modified) and the same text again
+    (unchanged) count as unchanged, the changed one as succeeded; none as dead."""
+    first, again = NOW - timedelta(minutes=10), NOW - timedelta(minutes=5)
+    queue = queue_on(database, Settings(_env_file=None))
+    jobs = await JobStore(database, lambda: first).submit(
+        [NewJob(f"http://a.test/{i}", "a.test", "t", 1) for i in range(3)]
+    )
+    leases = await queue.claim("w", 3, first, 60)
+    await queue.record([succeeded(lease, page(lease.url, "old")) for lease in leases], first)
+    for job in jobs:
+        await JobStore(database, lambda: again).refresh(job.id)
+    leases = sorted(await queue.claim("w", 3, again, 60), key=lambda lease: lease.url)
+    results = [
+        Unmodified(AttemptOutcome.NOT_MODIFIED, 304, None, None),
+        page(leases[1].url, "old"),
+        page(leases[2].url, "new"),
+    ]
+    outcomes = [
+        policy.settle(lease, result, 1, again, RETRY)
+        for lease, result in zip(leases, results, strict=True)
+    ]
+    await queue.record(outcomes, again)
+    attempts_made = [
+        a.outcome for job in jobs for a in await JobStore(database, lambda: NOW).attempts(job.id)
+    ]
+    minutes = await finished_per_minute(database, NOW, 60)
+    totals = {ended: sum(m.finished[ended] for m in minutes) for ended in Ended}
+    assert ["succeeded", "not_modified", "succeeded", "unchanged", "succeeded", "succeeded"] == [
+        str(outcome) for outcome in attempts_made
+    ]
+    assert {Ended.SUCCEEDED: 4, Ended.UNCHANGED: 2, Ended.RETRIED: 0, Ended.DEAD: 0} == totals
+
+
+def page(url: str, text: str) -> Fetched:
+    """A fetched page whose main text is `text`."""
+    return Fetched(200, url, "text/html", 1, "0" * 64, None, text=text, text_sha256=sha(text))
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 EXPLAIN = {"postgresql": "EXPLAIN ", "sqlite": "EXPLAIN QUERY PLAN "}

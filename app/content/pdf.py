@@ -22,7 +22,7 @@ import pypdfium2 as pdfium  # type: ignore[import-untyped]
 import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped]
 
 from app.content.document import Document
-from app.content.metadata import FIELD_MAX_CHARS
+from app.content.metadata import field_text
 from app.content.types import UnparseableContent
 from app.model import PageMetadata
 
@@ -165,12 +165,9 @@ def _markdown_line(line: str) -> str:
 
 
 def _metadata(pdf: pdfium.PdfDocument, page_count: int) -> PageMetadata:
-    # Each entry whitespace-collapsed and cut like an HTML title: a hostile info dictionary
-    # may hold megabytes, and the metadata is stored with every job.
-    info = {
-        key: " ".join(value.split())[:FIELD_MAX_CHARS]
-        for key, value in pdf.get_metadata_dict().items()
-    }
+    # Each entry cleaned and cut like an HTML title: a hostile info dictionary may hold
+    # megabytes, and the metadata is stored with every job.
+    info = {key: field_text(value) for key, value in pdf.get_metadata_dict().items()}
     return PageMetadata(
         title=info.get("Title") or None,
         description=info.get("Subject") or None,
@@ -197,7 +194,7 @@ def _language(pdf: pdfium.PdfDocument) -> str | None:
     pdfium_c.FPDFCatalog_GetLanguage(
         pdf, ctypes.cast(buffer, pdfium_c.POINTER(pdfium_c.FPDF_WCHAR)), size
     )
-    return buffer.raw[: size - 2].decode("utf-16-le", errors="replace").strip() or None
+    return field_text(buffer.raw[: size - 2].decode("utf-16-le", errors="replace")) or None
 
 
 # D:YYYYMMDDHHmmSSOHH'mm', every part after the year optional (PDF 32000 7.9.4).

@@ -14,7 +14,9 @@ whitespace to tokenizers and to matchers that normalize whitespace, so no charac
 sentence that runs across cells.
 
 Markdown: blocks apart by a blank line, text escaped where it would read as syntax, so that the
-Markdown renders to the same text.
+Markdown renders to the same text; but the page's title, when given, heads it (`# Title`) if the
+content opens with neither a heading nor the title (trafilatura leaves out an `<h1>` outside
+`<article>`). The text stays the main content alone: the title is in the metadata.
 
 Nesting deeper than `MAX_DEPTH` elements is read as the plain text of the rest of that subtree.
 """
@@ -54,14 +56,28 @@ class Rendered:
 class _Block:
     text: str
     markdown: str
-    kind: Literal["paragraph", "list", "other"] = "paragraph"  # what may follow on the next line
+    kind: Literal["paragraph", "list", "heading", "other"] = "paragraph"  # what may follow it
 
 
-def render(body: etree._Element) -> Rendered:
+def render(body: etree._Element, title: str | None = None) -> Rendered:
     """The text and Markdown of trafilatura's `Document.body`, or of any element in its
-    vocabulary."""
+    vocabulary. `title` (the page's) heads the Markdown, not the text, as a level-1 heading
+    if the content has some and opens with neither a heading nor the title itself."""
     blocks = _flow(body, 0)
-    return Rendered(_text(blocks), _join(blocks, tight=False))
+    text = _text(blocks)
+    if title and blocks and not _opens_with(blocks[0], title):
+        run = Inline(breaks=False)
+        run.add(title, 0)
+        blocks = _heading_line(run, 1) + blocks
+    return Rendered(text, _join(blocks, tight=False))
+
+
+def _opens_with(block: _Block, title: str) -> bool:
+    """Whether `block` is a heading, or a line that says `title` (case and spacing aside)."""
+    return (
+        block.kind == "heading"
+        or " ".join(block.text.split()).casefold() == " ".join(title.split()).casefold()
+    )
 
 
 def _text(blocks: list[_Block]) -> str:
@@ -126,14 +142,17 @@ def _block(element: etree._Element, depth: int, after_list: bool) -> list[_Block
 def _heading(element: etree._Element, depth: int) -> list[_Block]:
     run = Inline(breaks=False)
     run.add_content(element, depth)
+    rend = element.get("rend") or ""
+    return _heading_line(run, int(rend[1]) if re.fullmatch(r"h[1-6]", rend) else 2)
+
+
+def _heading_line(run: Inline, level: int) -> list[_Block]:
     text, markdown = run.line()
     if not markdown:
         return []
-    rend = element.get("rend") or ""
-    level = int(rend[1]) if re.fullmatch(r"h[1-6]", rend) else 2
     if markdown.endswith("#"):  # would be read as a closing sequence
         markdown = markdown[:-1] + "\\#"
-    return [_Block(text, f"{'#' * level} {markdown}", "other")]
+    return [_Block(text, f"{'#' * level} {markdown}", "heading")]
 
 
 def _list(element: etree._Element, depth: int, after_list: bool) -> list[_Block]:

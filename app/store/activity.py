@@ -3,8 +3,9 @@ how they ended, and how long their jobs had been due when they started (the queu
 
 One GROUP BY over the attempts that finished since a time, which `ix_attempts_finished`
 finds without reading older ones. How an attempt ended is read from its row alone: a
-success; retried (the job went back to pending: `next_retry_at` is set, now for a job due
-again at once); else dead. Reads only.
+refresh that found the content unchanged (a 304, or the same body or text); any other
+outcome but a failure's, a success; retried (the job went back to pending: `next_retry_at`
+is set, now for a job due again at once); else dead. Reads only.
 """
 
 from dataclasses import dataclass
@@ -13,15 +14,25 @@ from enum import StrEnum
 
 import sqlalchemy as sa
 
-from app.model import AttemptOutcome
+from app.model import AttemptOutcome, ErrorKind
 from app.store.database import Database
 from app.store.tables import UTCDateTime, attempts
 
 
 class Ended(StrEnum):
+    """The chart's series, in the order its bars stack."""
+
     SUCCEEDED = "succeeded"
+    UNCHANGED = "unchanged"
+    """A refresh confirmed the content (AttemptOutcome.NOT_MODIFIED or UNCHANGED)."""
     RETRIED = "retried"
     DEAD = "dead"
+
+
+UNCHANGED = (AttemptOutcome.NOT_MODIFIED.value, AttemptOutcome.UNCHANGED.value)
+FAILED = (*(kind.value for kind in ErrorKind), AttemptOutcome.INTERRUPTED.value)
+"""The outcomes of an attempt that failed (each `ErrorKind`) or was cut short: retried or
+dead. Any other is a fetch that ended well, so one added later counts as succeeded."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,8 @@ async def finished_per_minute(database: Database, now: datetime, minutes: int) -
     its attempts finished by how they ended and their queue lag."""
     since = now.replace(second=0, microsecond=0) - timedelta(minutes=minutes - 1)
     ended = sa.case(
-        (attempts.c.outcome == AttemptOutcome.SUCCEEDED.value, Ended.SUCCEEDED.value),
+        (attempts.c.outcome.in_(UNCHANGED), Ended.UNCHANGED.value),
+        (attempts.c.outcome.not_in(FAILED), Ended.SUCCEEDED.value),
         (attempts.c.next_retry_at.is_not(None), Ended.RETRIED.value),
         else_=Ended.DEAD.value,
     )

@@ -117,6 +117,26 @@ def test_metadata_in_utf16() -> None:
     assert ("Отчёт 报告", ("Ann and Bob",)) == (metadata.title, metadata.authors)
 
 
+def test_metadata_keeps_no_control_characters() -> None:
+    """Info strings lose escape sequences, control characters and bidi overrides, as an
+    HTML page's do. (In UTF-16, as PDFDocEncoding, the Latin-1 form, has no controls; and
+    8-bit sequences, as pdfium reads ESC in UTF-16 as the start of a language code.)"""
+    body = pdfs.text_pdf(
+        ["a"],
+        title="\x9b31m报告\x9b0m\x07 report\rdraft\u202e",
+        author="安娜\x9d0;x\x9c Smith",
+        language="pt-BR\x9b2J\u202e",
+    )
+
+    metadata = pdf_document(body, max_pages=50).metadata
+
+    assert ("报告 report draft", ("安娜 Smith",), "pt-BR") == (
+        metadata.title,
+        metadata.authors,
+        metadata.language,
+    )
+
+
 def test_no_metadata() -> None:
     """A PDF with an empty info dictionary has only its page count."""
     assert PageMetadata(page_count=1) == pdf_document(pdfs.text_pdf(["a"]), 50).metadata

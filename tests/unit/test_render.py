@@ -404,3 +404,25 @@ def test_depth_limit_keeps_the_text() -> None:
     actual = render(tree(xml))
     assert [str(n) for n in range(depth)] == re.findall(r"\d+", actual.text)
     assert [str(n) for n in range(depth)] == re.findall(r"\d+", actual.markdown)
+
+
+TITLE = "*Stars* & [links] #"
+HEADING = "# \\*Stars\\* & \\[links\\] \\#"
+
+
+@pytest.mark.parametrize(
+    ("xml", "markdown"),
+    [
+        ("<p>Body.</p>", f"{HEADING}\n\nBody."),
+        ("<list rend='ul'><item>one</item></list>", f"{HEADING}\n\n- one"),
+        ("<head rend='h2'>Part one</head><p>Body.</p>", "## Part one\n\nBody."),
+        ("<p>*stars*  &amp; [LINKS] #</p><p>Body.</p>", "\\*stars\\* & \\[LINKS\\] #\n\nBody."),
+        ("", ""),
+    ],
+)
+def test_the_title_heads_markdown_without_a_heading(xml: str, markdown: str) -> None:
+    """The page's title, escaped, is a level-1 heading on top of content that opens with
+    neither a heading nor the title itself (case and spacing aside), and of no empty
+    content; the text is the same as without a title."""
+    actual = render(tree(xml), TITLE)
+    assert (render(tree(xml)).text, markdown) == (actual.text, actual.markdown)
