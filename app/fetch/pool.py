@@ -133,28 +133,34 @@ class ExtractionPool:
         A body of at most SMALL_PAGE_BYTES that leaves the loop takes its turn here, as
         `tenant`'s (a larger one holds its own already: `turn`)."""
         settings = self.settings
-        loop = asyncio.get_running_loop()
         place = where(content_type, body)
         if place == "loop":
             return extract(body, content_type, url=url, limits=settings.limits)
         if tenant is not None and len(body) <= SMALL_PAGE_BYTES:
             async with self._turns.turn(tenant):
                 return await self.extract(body, content_type, url)
-        if settings.processes == 0:  # the fallback: no deadline, no memory cap
-            return await loop.run_in_executor(
-                self._thread, _extract_in_process, body, content_type, url, settings.limits
-            )
-        future = self._processes().schedule(
-            _extract_in_process,
-            args=(body, content_type, url, settings.limits),
-            timeout=settings.timeout_seconds,
+        return await self._in_processes(
+            _extract_in_process, (body, content_type, url, settings.limits), "extracted"
         )
+
+    async def call(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        """`fn(*args)` in the processes, under the bodies' deadline and memory cap (`fn` a
+        module's function: it, its arguments and its result cross by pickle); in the parse
+        thread with INGEST_EXTRACT_PROCESSES=0. For parsing other than a body's (robots.txt,
+        `app.fetch.robots`); raises what `fn` raises, ExtractionTimeout, ExtractionFailed."""
+        return await self._in_processes(fn, args, "done")
+
+    async def _in_processes(self, fn: Callable[[*Ts], T], args: tuple[*Ts], done: str) -> T:
+        """`fn(*args)` where `call` says; `done` words the timeout ("not extracted within")."""
+        settings = self.settings
+        if settings.processes == 0:  # the fallback: no deadline, no memory cap
+            return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+        future = self._processes().schedule(fn, args=args, timeout=settings.timeout_seconds)
         try:
-            document: Document = await asyncio.wrap_future(future)
+            result: T = await asyncio.wrap_future(future)
         except FutureTimeout:
             raise ExtractionTimeout(
-                f"not extracted within {settings.timeout_seconds:g}s"
-                " (INGEST_EXTRACT_TIMEOUT_SECONDS)"
+                f"not {done} within {settings.timeout_seconds:g}s (INGEST_EXTRACT_TIMEOUT_SECONDS)"
             ) from None
         except MemoryError:
             raise ExtractionFailed(
@@ -164,36 +170,6 @@ class ExtractionPool:
             raise ExtractionFailed(
                 f"the extraction process died (exit code {exc.exitcode}): out of memory"
                 f" ({settings.memory_mb} MB, INGEST_EXTRACT_MEMORY_MB) or a crash"
-            ) from None
-        except BrokenProcessPool:  # every process died at once: started again on next use
-            raise ExtractionFailed("the extraction processes died") from None
-        except asyncio.CancelledError:
-            future.cancel()  # type: ignore[no-untyped-call]
-            raise
-        return document
-
-    async def call(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
-        """`fn(*args)` in the processes, under the bodies' deadline and memory cap (`fn` a
-        module's function: it, its arguments and its result cross by pickle); in the parse
-        thread with INGEST_EXTRACT_PROCESSES=0. For parsing other than a body's (robots.txt,
-        `app.fetch.robots`); raises what `fn` raises, ExtractionTimeout, ExtractionFailed."""
-        settings = self.settings
-        if settings.processes == 0:
-            return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
-        future = self._processes().schedule(fn, args=args, timeout=settings.timeout_seconds)
-        try:
-            result: T = await asyncio.wrap_future(future)
-        except FutureTimeout:
-            raise ExtractionTimeout(
-                f"not done within {settings.timeout_seconds:g}s (INGEST_EXTRACT_TIMEOUT_SECONDS)"
-            ) from None
-        except MemoryError:
-            raise ExtractionFailed(
-                f"ran out of memory ({settings.memory_mb} MB, INGEST_EXTRACT_MEMORY_MB)"
-            ) from None
-        except ProcessExpired as exc:
-            raise ExtractionFailed(
-                f"the extraction process died (exit code {exc.exitcode})"
             ) from None
         except BrokenProcessPool:  # every process died at once: started again on next use
             raise ExtractionFailed("the extraction processes died") from None
