@@ -22,7 +22,9 @@ from bench.target import address
 
 RESULTS = Path(__file__).parent / "results"
 BACKENDS = ("sqlite", "postgresql")
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+PG_SERVER = os.environ.get("BENCH_POSTGRES_SERVER", "postgresql://postgres@127.0.0.1:5432")
+"""The PostgreSQL server the benchmarks create their databases on (BENCH_POSTGRES_SERVER:
+another cluster, e.g. a fresh one with default settings)."""
 TICKS = os.sysconf("SC_CLK_TCK")
 TARGET_ENV = {"INGEST_ALLOWED_HOSTS": "127.0.0.0/8"}
 """Settings for processes that fetch the target: the fetch guard refuses loopback otherwise
