@@ -246,8 +246,7 @@ class Worker:
         again): what this worker fetched now could not be recorded either. Held, so the
         loop does not call that a recovery; the completer's next record wakes it."""
         if self.completer.failing:
-            self._held_back = True
-            return Held(self._max_wait)
+            return self._hold_back()
         now = self.clock()
         if now >= self._next_take_back:
             self._next_take_back = now + timedelta(seconds=self._take_back_interval)
@@ -258,6 +257,8 @@ class Worker:
         if now >= self._next_fold:
             self._next_fold = now + FOLD_INTERVAL
             await self.queue.fold_counts()
+        if self.completer.failing:  # a write failed while the chores above awaited
+            return self._hold_back()
         slots = self.rules.concurrency
         room = claim_size(slots, self._capacity, len(self._running), len(self._queued))
         if not room:
@@ -285,6 +286,11 @@ class Worker:
         if leases:
             return self._max_wait
         return await self._idle_timeout(now)
+
+    def _hold_back(self) -> Held:
+        """No claim while the completer cannot record: its next record wakes the loop."""
+        self._held_back = True
+        return Held(self._max_wait)
 
     def _start_queued(self) -> None:
         while self._queued and len(self._running) < self.rules.concurrency:
