@@ -132,9 +132,11 @@ def make_settings(database_url: str) -> Callable[..., Settings]:
             "backoff_base_seconds": 0.2,
             "backoff_max_seconds": 1.0,
             "backoff_jitter": 0.0,
-            "connect_timeout_seconds": 2.0,
-            "read_timeout_seconds": 2.0,
-            "fetch_timeout_seconds": 5.0,
+            # The product's defaults: a test box stalled for seconds (CI once held a process
+            # past a 2 s read) must not turn a scripted answer into a timeout.
+            "connect_timeout_seconds": 10.0,
+            "read_timeout_seconds": 20.0,
+            "fetch_timeout_seconds": 30.0,
             "lease_seconds": 5.0,
             "shutdown_grace_seconds": 1.0,
             "worker_concurrency": 8,
