@@ -47,7 +47,7 @@ FINISHED = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
 
 
 class ErrorKind(StrEnum):
-    """How a failed attempt is treated; see `app.policy.classify_exception`."""
+    """How a failed attempt is treated; see `app.rules.policy.classify_exception`."""
 
     TRANSIENT = "transient"
     RATE_LIMITED = "rate_limited"
@@ -67,11 +67,11 @@ class DeadReason(StrEnum):
     of the page itself."""
     STORAGE_QUOTA = "storage_quota"
     """A first fetch whose content would take its tenant's bytes kept past
-    INGEST_TENANT_MAX_STORAGE_BYTES: nothing stored (`app.policy.within_storage_quota`)."""
+    INGEST_TENANT_MAX_STORAGE_BYTES: nothing stored (`app.rules.policy.within_storage_quota`)."""
 
 
 ROBOTS_DISALLOWED = "RobotsDisallowed"
-"""The `Failure.type` of a URL its robots.txt disallows (`app.robots`): policy makes the job
+"""The `Failure.type` of a URL its robots.txt disallows (`app.rules.robots`): policy makes the job
 dead with `DeadReason.ROBOTS` at once."""
 
 
@@ -123,7 +123,7 @@ class DeliveryEvent(StrEnum):
 
 
 class BlockReason(StrEnum):
-    """What holds a pending job back (`app.scheduling.waiting_for`)."""
+    """What holds a pending job back (`app.rules.scheduling.waiting_for`)."""
 
     NOT_DUE = "not_due"
     """Its `retry_after` (a backoff, a rate limit, a `not_before`) has not come."""
@@ -148,7 +148,7 @@ class Blocked:
 
 
 class CallbackContent(StrEnum):
-    """What a job's callback carries of what it fetched, besides the job (`app.webhooks`)."""
+    """What a job's callback carries of what it fetched, besides the job (`app.worker.webhooks`)."""
 
     NONE = "none"
     TEXT = "text"
@@ -207,7 +207,7 @@ class Lease:
     """When the job became claimable, for the queue-lag metric; None if the claim did not say."""
     priority: int = 0
     """The job's priority when claimed: a queued lease of a lower one than a job submitted
-    since is handed back (`app.worker`)."""
+    since is handed back (`app.worker.job_worker`)."""
     previous: Previous | None = None
     """Set when the job succeeded before: this attempt is a refresh."""
     refresh_every: int | None = None
@@ -293,7 +293,7 @@ class Failure:
     message: str
     http_status: int | None = None
     retry_after: str | None = None
-    """The answer's Retry-After header, as sent; `app.policy.parse_retry_after` reads it."""
+    """The answer's Retry-After header, as sent; `app.rules.policy.parse_retry_after` reads it."""
     unexpected: BaseException | None = field(default=None, compare=False, repr=False)
     """Set to the exception when it is not a known case, so its trace can be logged."""
 
@@ -371,7 +371,7 @@ Decision = Complete | Confirm | Reschedule | MarkDead
 
 class Transition(StrEnum):
     """Why a recorded attempt moved its job where it did. Decided once, by policy (each
-    outcome's maker in `app.policy`), and read as it is by the store, the log lines, the
+    outcome's maker in `app.rules.policy`), and read as it is by the store, the log lines, the
     metrics and the domain pauses: none of them works it out again from a decision's fields."""
 
     SUCCEEDED = "succeeded"
@@ -380,7 +380,7 @@ class Transition(StrEnum):
     """A refresh found the page unchanged (HTTP 304, or the same text): the version kept."""
     NOT_KEPT = "not_kept"
     """A refresh found the page changed, but its tenant's storage quota let it keep no new
-    version (`app.policy.within_storage_quota`): succeeded, the last version kept."""
+    version (`app.rules.policy.within_storage_quota`): succeeded, the last version kept."""
     RETRY_SCHEDULED = "retry_scheduled"
     """Failed and pending again at its `retry_at`; the attempt counts."""
     DEFERRED = "deferred"
@@ -457,7 +457,7 @@ class WorkerPresence:
 # ---- wake-ups -----------------------------------------------------------------------------
 # A submit wakes the workers (in this process, a worker process through its pipe, others by
 # NOTIFY), telling them the highest priority submitted: a worker holding queued jobs of a
-# lower one hands them back, so the new job is not held behind them (`app.worker`).
+# lower one hands them back, so the new job is not held behind them (`app.worker.job_worker`).
 
 
 def wake_payload(priority: int | None) -> str:

@@ -14,7 +14,7 @@ speed keep a loop busy, and an API request sharing it would wait behind their ca
 (POST /jobs p99 150-360 ms while draining when they shared one; docs/benchmarks.md). Calls
 between the two loops are few and named here: a submit wakes the worker, a stop stops it.
 With INGEST_WORKER_PROCESS, `ingest serve` runs no worker of its own: it starts, wakes and
-stops one in a child process (`app.worker_process`), which runs a `Runtime` of its own, as
+stops one in a child process (`app.worker.process`), which runs a `Runtime` of its own, as
 `ingest worker` does.
 """
 
@@ -26,10 +26,12 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from app import event_loops, observability
+from app import event_loops
 from app.clock import Clock, utc_now
 from app.fetch.guard import Destinations, Resolver, system_resolver
 from app.keys import Keys
+from app.observability import events as observability
+from app.part_settings import PartSettings, destinations_of
 from app.settings import Settings
 from app.store.database import Database
 from app.store.deliveries import DeliveryStore
@@ -37,17 +39,16 @@ from app.store.domains import DomainStore
 from app.store.jobs import JobStore
 from app.store.reads import ContentStore
 from app.store.workers import WorkerStore
-from app.views import Views, destinations_of
-from app.worker_process import WorkerProcess
+from app.worker.process import WorkerProcess
 
 if TYPE_CHECKING:
     # Imported by `build` when it builds a worker (with the worker's queue): an operator's
     # command takes its stores from here without importing the fetcher's parsers and
     # extractors.
     from app.fetch.fetcher import Fetcher
-    from app.metrics import Metrics
-    from app.webhooks import Deliverer
-    from app.worker import Worker
+    from app.observability.metrics import Metrics
+    from app.worker.job_worker import Worker
+    from app.worker.webhooks import Deliverer
 
 log = logging.getLogger("ingest.runtime")
 
@@ -133,7 +134,7 @@ class Runtime:
         operator: bool = False,
     ) -> "Runtime":
         """The system for `settings`; with `run_worker`, a job worker and a webhook sender,
-        in this process or, `in_a_process`, in a child (`app.worker_process`). `clock` and
+        in this process or, `in_a_process`, in a child (`app.worker.process`). `clock` and
         `resolver` (the SSRF guard's DNS) are there for tests to replace. For an `operator`'s
         command (`app.cli.runner`), submits, retries and refreshes are not held to
         INGEST_TENANT_MAX_PENDING."""
@@ -177,13 +178,13 @@ class Runtime:
         )
         if run_worker and child is None:
             from app.fetch.fetcher import Fetcher
-            from app.fetch.robots import RobotsTxt
+            from app.fetch.robots_reader import RobotsTxt
             from app.store.queue import Queue
-            from app.webhooks import Deliverer
-            from app.worker import Worker
+            from app.worker.job_worker import Worker
+            from app.worker.webhooks import Deliverer
 
             # The parts below take their own view of the settings, never the whole.
-            views = Views.of(settings)
+            views = PartSettings.of(settings)
             beside = runtime.worker_database = database.beside()
             fetcher = runtime.fetcher = Fetcher(
                 views.fetch, resolver=resolver, destinations=destinations
@@ -232,10 +233,10 @@ class Runtime:
         # the first page that needs them (starting them costs about a second).
         assert self.fetcher is not None
         asyncio.get_running_loop().run_in_executor(None, self.fetcher.extraction.warm)
-        recording = observability.recording_into(metrics)
+        counting = observability.counting_into(metrics)
         self._running = [
-            asyncio.create_task(self.worker.run(), name="worker", context=recording),
-            asyncio.create_task(self.deliverer.run(), name="webhooks", context=recording),
+            asyncio.create_task(self.worker.run(), name="worker", context=counting),
+            asyncio.create_task(self.deliverer.run(), name="webhooks", context=counting),
         ]
 
     async def wait(self) -> None:

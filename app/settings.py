@@ -387,8 +387,8 @@ class Settings(BaseSettings):
         "(429 and 503 pause it at once).",
     )
 
-    # robots.txt (app/robots.py, app/fetch/robots.py): opt-in, since users submit the URLs
-    # they want fetched
+    # robots.txt (app/rules/robots.py, app/fetch/robots_reader.py): opt-in, since users submit the
+    # URLs they want fetched
     robots_txt: RobotsRule = Field(
         "ignore",
         description="obey: read each domain's robots.txt (RFC 9309) before fetching from it; a "
@@ -546,7 +546,7 @@ class Settings(BaseSettings):
         description="The shortest refresh_every a submit may ask for (seconds).",
     )
 
-    # Diffs of two versions, `?diff=` (app/api/diffs.py)
+    # Diffs of two versions, `?diff=` (app/api/routes/diffs.py)
     diff_max_bytes: int = Field(
         1024 * 1024,
         ge=1,
@@ -671,7 +671,7 @@ class Settings(BaseSettings):
         "long (before or within its request) is closed.",
     )
 
-    # Webhooks: a POST to a job's callback_url when it succeeds or dies (app/webhooks.py)
+    # Webhooks: a POST to a job's callback_url when it succeeds or dies (app/worker/webhooks.py)
     webhook_secret: SecretStr = Field(
         SecretStr(""),
         description=(
@@ -704,7 +704,7 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, value: str) -> str:
-        from app.database_url import parsed  # here: SQLAlchemy is no import of `ingest --help`
+        from app.text.database_url import parsed  # here: SQLAlchemy is no import of `ingest --help`
 
         parsed(value)
         return value
@@ -722,7 +722,7 @@ class Settings(BaseSettings):
     @field_validator("listen_database_url")
     @classmethod
     def _listen_url(cls, value: str | None) -> str | None:
-        from app.database_url import parsed
+        from app.text.database_url import parsed
 
         if value is not None and parsed(value).get_backend_name() not in ("postgresql", "postgres"):
             raise ValueError("INGEST_LISTEN_DATABASE_URL must be a postgresql:// URL")

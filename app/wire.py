@@ -21,13 +21,13 @@ from app.model import (
     ErrorKind,
     JobStatus,
 )
-from app.safe_strings import shown
 from app.settings import Settings
 from app.store.counts import TENANTS_SHOWN, TenantLoad
 from app.store.jobs import SCHEDULED_COUNTED, Stats
 from app.store.reads import Content, Part
 from app.store.tables import Attempt, Job
 from app.store.workers import WorkerSeen, WorkerState
+from app.text.safe_strings import shown
 
 
 def missing_content(job_id: str, content: Content, part: Part) -> str | None:

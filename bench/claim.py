@@ -34,16 +34,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from app import policy
 from app.clock import utc_now
 from app.fetch.urls import job_domain
 from app.model import Fetched, JobStatus, NewJob
+from app.part_settings import PartSettings
+from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.tables import domains
-from app.views import Views
 from bench.harness import (
     backends,
     drop_database,
@@ -224,7 +224,7 @@ def _plan_text(rows: list[Any]) -> str:
 
 async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]], str]:
     """Time each operation; returns the times and the claim's query plans."""
-    views = Views.of(Settings())
+    views = PartSettings.of(Settings())
     queue, store = Queue(database, views.shares, views.records), JobStore(database, utc_now)
     worker = f"bench:{uuid.uuid4().hex[:8]}"
     submitted = args.pending

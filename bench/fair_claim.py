@@ -29,15 +29,15 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from app import policy
 from app.clock import utc_now
 from app.model import Fetched, JobStatus, NewJob
+from app.part_settings import PartSettings
+from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.tables import jobs
-from app.views import Views
 from bench.harness import backends, drop_database, fmt, fresh_database, median, percentile, table
 from bench.workers import Probe, cores_busy, cpu_between, other_cores
 
@@ -89,7 +89,7 @@ async def claims(
     """`repeats` claims of 32, each timed in ms; the claimed jobs are recorded (untimed)."""
     database = Database(url)
     try:
-        views = Views.of(Settings(_env_file=None, tenant_weights=tenant_weights or {}))
+        views = PartSettings.of(Settings(_env_file=None, tenant_weights=tenant_weights or {}))
         queue = Queue(database, views.shares, views.records)
         timings = []
         full = False
@@ -130,7 +130,7 @@ async def look_backs(url: str, repeats: int) -> list[float]:
     refresh is due; none is), each timed in ms."""
     database = Database(url)
     try:
-        views = Views.of(Settings(_env_file=None))
+        views = PartSettings.of(Settings(_env_file=None))
         queue = Queue(database, views.shares, views.records)
         timings = []
         for _ in range(repeats):

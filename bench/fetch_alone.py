@@ -20,8 +20,8 @@ import httpx
 
 from app.fetch.fetcher import Fetcher
 from app.model import Fetched
+from app.part_settings import PartSettings, destinations_of
 from app.settings import Settings
-from app.views import Views, destinations_of
 
 
 def cpu_now() -> float:
@@ -41,7 +41,7 @@ async def run(base_url: str, mode: str, requests: int, concurrency: int) -> dict
         close: Callable[[], Awaitable[None]] = client.aclose
     else:
         settings = Settings(worker_concurrency=concurrency, allow_private_networks=True)
-        fetcher = Fetcher(Views.of(settings).fetch, destinations=destinations_of(settings))
+        fetcher = Fetcher(PartSettings.of(settings).fetch, destinations=destinations_of(settings))
 
         async def fetch(url: str) -> bool:
             return isinstance(await fetcher.fetch(url), Fetched)

@@ -12,11 +12,11 @@ import asyncio
 import time
 
 from app.fetch.fetcher import Fetcher
+from app.part_settings import PartSettings, destinations_of
 from app.settings import Settings
-from app.views import Views, destinations_of
-from tests.hostile import HostileServer
+from tests.support.hostile import HostileServer
+from tests.support.webserver import Reply, ScriptedServer
 from tests.test_hostile import MiB, PeakRSS
-from tests.webserver import Reply, ScriptedServer
 
 PAGES = {
     "ordinary": b"<html><body>"
@@ -28,7 +28,7 @@ PAGES = {
 
 async def measure(kind: str, concurrency: int) -> None:
     settings = Settings(_env_file=None, allowed_hosts="127.0.0.1", worker_concurrency=concurrency)
-    fetcher = Fetcher(Views.of(settings).fetch, destinations=destinations_of(settings))
+    fetcher = Fetcher(PartSettings.of(settings).fetch, destinations=destinations_of(settings))
 
     async def one(url: str) -> str:
         return type(await fetcher.fetch(url)).__name__  # dropped at once, as the worker does

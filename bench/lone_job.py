@@ -21,14 +21,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from app import policy
 from app.clock import utc_now
 from app.model import NewJob
+from app.part_settings import PartSettings
+from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
-from app.views import Views
 from bench.fair_claim import RESULT
 from bench.harness import backends, drop_database, fmt, fresh_database, median, table
 
@@ -39,7 +39,7 @@ WARM_UP = 50
 async def lone_jobs(url: str, jobs: int, gap: float) -> dict[str, float]:
     """`jobs` lone jobs `gap` seconds apart: CPU ms a claim and a record, statements a job."""
     database = Database(url)
-    views = Views.of(Settings(_env_file=None))
+    views = PartSettings.of(Settings(_env_file=None))
     queue, store = Queue(database, views.shares, views.records), JobStore(database, utc_now)
     statements = [0]
 

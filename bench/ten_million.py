@@ -54,17 +54,17 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from app import policy
 from app.clock import utc_now
 from app.model import JobStatus
+from app.part_settings import PartSettings
+from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore, encode_cursor
 from app.store.queue import Queue
 from app.store.retention import prune_jobs
 from app.store.tables import Job
-from app.views import Views
-from app.worker import FOLD_INTERVAL
+from app.worker.job_worker import FOLD_INTERVAL
 from bench.claim import claim_plans
 from bench.fair_claim import RESULT
 from bench.harness import drop_database, fmt, fresh_database, median, percentile, table
@@ -386,7 +386,7 @@ class Claimer:
 
     def __init__(self, database: Database) -> None:
         self.database = database
-        views = Views.of(Settings(_env_file=None))
+        views = PartSettings.of(Settings(_env_file=None))
         self.queue = Queue(database, views.shares, views.records)
         self.retry = views.retry
         self.full = False

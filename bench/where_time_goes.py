@@ -4,17 +4,17 @@ each function's own time put in the component its module belongs to, per job.
     python -m bench.where_time_goes --jobs 3000
 
 Components, by the file a function lives in: claim (`app/store/claim.py`), record
-(`app/store/record.py`, `app/completer.py`), other store work (the rest of `app/store`, the
-heartbeat included), database driver (SQLAlchemy, aiosqlite, sqlite3, asyncpg), fetch
-(`app/fetch`, httpx, httpcore, h11), extraction (`app/content`, when it runs in the
-worker's thread), worker and loop (`app/worker.py`, `app/loop.py`, `app/policy.py`),
-logging and metrics (`logging`, `prometheus_client`, `app/observability.py`,
-`app/metrics.py`), event loop (asyncio, selectors, ssl, socket) and the rest; a built-in or
-standard library helper (isinstance, contextlib, ipaddress) counts for the component that
-called it. A profiler slows what it measures (about 3x here), so read the shares, not the
-absolute figures. PostgreSQL only: cProfile sees the thread it runs in, and on SQLite the
-statements run in the writer thread and aiosqlite's. The profiler runs in the worker's
-thread (`app.runtime.Background`), from just after the worker started until the drain ends;
+(`app/store/record.py`, `app/worker/completer.py`), other store work (the rest of `app/store`, the
+heartbeat included), database driver (SQLAlchemy, aiosqlite, sqlite3, asyncpg), fetch (`app/fetch`,
+httpx, httpcore, h11), extraction (`app/content`, when it runs in the worker's thread), worker and
+loop (`app/worker/job_worker.py`, `app/worker/loop.py`, `app/rules/policy.py`), logging and metrics
+(`logging`, `prometheus_client`, `app/observability/events.py`, `app/observability/metrics.py`),
+event loop (asyncio, selectors, ssl, socket) and the rest; a built-in or standard library helper
+(isinstance, contextlib, ipaddress) counts for the component that called it. A profiler slows what
+it measures (about 3x here), so read the shares, not the absolute figures. PostgreSQL only: cProfile
+sees the thread it runs in, and on SQLite the statements run in the writer thread and aiosqlite's.
+The profiler runs in the worker's thread (`app.runtime.Background`), from just after the worker
+started until the drain ends;
 the CPU figure is the whole process's."""
 
 import argparse
@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 from app.runtime import Runtime
 from app.settings import Settings
 from app.store.jobs import JobStore
@@ -36,7 +36,7 @@ DATABASE = "ingest_profile"
 
 COMPONENTS = [
     ("claim", ("app/store/claim.py",)),
-    ("record", ("app/store/record.py", "app/completer.py")),
+    ("record", ("app/store/record.py", "app/worker/completer.py")),
     ("other store work", ("app/store/",)),
     ("database driver", ("sqlalchemy", "aiosqlite", "sqlite3", "asyncpg")),
     (
@@ -47,10 +47,18 @@ COMPONENTS = [
         "extraction (in the worker's thread)",
         ("app/content/", "trafilatura", "lxml", "charset_normalizer", "pypdfium2"),
     ),
-    ("worker and loop", ("app/worker.py", "app/loop.py", "app/policy.py", "app/scheduling")),
+    (
+        "worker and loop",
+        ("app/worker/job_worker.py", "app/worker/loop.py", "app/rules/policy.py", "app/scheduling"),
+    ),
     (
         "logging and metrics",
-        ("/logging/", "prometheus_client", "app/observability.py", "app/metrics.py"),
+        (
+            "/logging/",
+            "prometheus_client",
+            "app/observability/events.py",
+            "app/observability/metrics.py",
+        ),
     ),
     (
         "event loop",

@@ -27,8 +27,8 @@ from app.settings import Settings
 from app.store.database import upgrade_to_head
 from app.store.jobs import JobStore
 from app.store.queue import Queue
-from tests.stores import open_stores
-from tests.webserver import ScriptedServer
+from tests.support.stores import open_stores
+from tests.support.webserver import ScriptedServer
 
 PG_URL = os.environ.get("INGEST_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = bool(os.environ.get("INGEST_TEST_REQUIRE_POSTGRES"))
@@ -115,8 +115,9 @@ def pg_url(pg_database: str | None) -> str:
 
 @pytest.fixture
 async def stores(database_url: str) -> AsyncIterator[tuple[JobStore, Queue]]:
-    """A job store and the worker's queue on each backend, at a clock from `tests.stores.NOW`
-    a millisecond later at each read: for the store's own tests (`tests.stores`)."""
+    """A job store and the worker's queue on each backend, at a clock from
+    `tests.support.stores.NOW`
+    a millisecond later at each read: for the store's own tests (`tests.support.stores`)."""
     async with open_stores(database_url) as both:
         yield both
 

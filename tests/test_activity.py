@@ -9,17 +9,17 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from app import policy
 from app.model import AttemptOutcome, Fetched, NewJob, Unmodified
+from app.rules import policy
 from app.settings import Settings
 from app.store.activity import Ended, finished_per_minute
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.tables import attempts
-from tests.activity import seed_activity
-from tests.outcomes import succeeded
-from tests.rules import RETRY
-from tests.stores import queue_on
+from tests.support.activity import seed_activity
+from tests.support.outcomes import succeeded
+from tests.support.rules import RETRY
+from tests.support.stores import queue_on
 
 NOW = datetime(2026, 11, 30, 3, 12, 40, tzinfo=UTC)
 

@@ -12,8 +12,8 @@ import pytest
 from app.store.backends.sqlite_wake_sockets import WakeSockets
 from tests.chaos.kit import Ledger, started
 from tests.conftest import eventually, running_app, submit, wait_for_status
-from tests.processes import READY
-from tests.webserver import Reply, ScriptedServer
+from tests.support.processes import READY
+from tests.support.webserver import Reply, ScriptedServer
 
 SLOW = 0.3
 """Seconds each low-priority page takes: far past the local queue's work bound

@@ -8,15 +8,15 @@ from urllib.parse import urlsplit
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from app import policy
 from app.clock import utc_now
 from app.model import DeadReason, ErrorKind, Failure, MarkDead, NewJob
+from app.rules import policy
 from app.store.database import Database
 from app.store.jobs import JobStore
 from tests.conftest import running_app, wait_for_status
-from tests.outcomes import failed, record
-from tests.stores import queue_on
-from tests.webserver import ScriptedServer
+from tests.support.outcomes import failed, record
+from tests.support.stores import queue_on
+from tests.support.webserver import ScriptedServer
 
 URL = "http://example.test/page"
 

@@ -5,10 +5,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app import policy
 from app.model import DomainPause
+from app.rules import policy
 from tests.conftest import running_app
-from tests.stores import queue_on
+from tests.support.stores import queue_on
 
 KEY_A = "a" * 20
 KEY_B = "b" * 20

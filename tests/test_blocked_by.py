@@ -16,7 +16,7 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from tests.conftest import running_app
-from tests.stores import queue_on
+from tests.support.stores import queue_on
 
 NOW = datetime(2026, 11, 30, 3, 12, 4, tzinfo=UTC)
 

@@ -20,8 +20,8 @@ from app.store.jobs import JobStore
 from app.store.queue import STAGING_INTERVAL, Queue
 from app.store.tables import Domain, Tenant, domains, new_domain
 from app.store.tables import jobs as jobs_table
-from tests.outcomes import record, succeeded
-from tests.stores import NOW, RESULT, new, open_stores
+from tests.support.outcomes import record, succeeded
+from tests.support.stores import NOW, RESULT, new, open_stores
 
 
 async def test_claim_takes_exactly_the_limit(stores):

@@ -23,12 +23,12 @@ from app.model import DeadReason, ErrorKind, Failure, Fetched, MarkDead, NewJob
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
-from app.wording import SHORT_ID, distinct_prefix
+from app.text.wording import SHORT_ID, distinct_prefix
 from tests.conftest import eventually, running_app, wait_for_status
-from tests.outcomes import failed, succeeded
-from tests.processes import INSTALLED
-from tests.stores import queue_on
-from tests.webserver import Reply
+from tests.support.outcomes import failed, succeeded
+from tests.support.processes import INSTALLED
+from tests.support.stores import queue_on
+from tests.support.webserver import Reply
 
 runner = CliRunner()
 
@@ -412,7 +412,12 @@ def test_a_command_on_the_database_loads_no_worker_nor_fetcher(database_url, mon
     )
     loaded = set(done.stdout.splitlines()[-1].split())
     assert "app.runtime" in loaded
-    workers = {"app.worker", "app.webhooks", "app.fetch.fetcher", "app.content.extract"}
+    workers = {
+        "app.worker.job_worker",
+        "app.worker.webhooks",
+        "app.fetch.fetcher",
+        "app.content.extract",
+    }
     assert set() == loaded & (workers | {"trafilatura", "lxml"})
 
 

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from tests.conftest import eventually, running_app
-from tests.webserver import Reply
+from tests.support.webserver import Reply
 
 runner = CliRunner()
 

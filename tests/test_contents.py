@@ -2,13 +2,13 @@
 
 from datetime import UTC, datetime, timedelta
 
+from app.part_settings import PartSettings
 from app.store.queue import Overdue
 from app.store.record import Recorded
-from app.views import Views
-from app.worker import PRUNE_INTERVAL, Worker
+from app.worker.job_worker import PRUNE_INTERVAL, Worker
 from tests.conftest import running_app, wait_for_status
-from tests.stores import queue_on
-from tests.webserver import Reply
+from tests.support.stores import queue_on
+from tests.support.webserver import Reply
 
 
 async def test_retention_removes_content_with_its_job(make_settings, web):
@@ -94,7 +94,7 @@ class PruningQueue:
 def pruning_worker(queue: PruningQueue, settings, clock) -> Worker:
     """A worker on `queue`, no fetcher, with the views the composition root makes of
     `settings`."""
-    views = Views.of(settings)
+    views = PartSettings.of(settings)
     shares, retry = views.shares, views.retry
     return Worker(queue, None, views.worker, views.batching, shares, retry, clock=clock)
 

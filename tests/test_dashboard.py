@@ -16,14 +16,14 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from app.api.dashboard import presented_key
-from app.api.pages import duration, relative
+from app.api.dashboard.pages import duration, relative
+from app.api.dashboard.routes import presented_key
 from app.clock import utc_now
 from app.settings import Settings
 from app.store.tables import Domain
-from app.wording import SHORT_ID, distinct_prefix
+from app.text.wording import SHORT_ID, distinct_prefix
 from tests.conftest import eventually, running_app, wait_for_status
-from tests.webserver import Reply, ScriptedServer
+from tests.support.webserver import Reply, ScriptedServer
 
 PAUSED_DOMAIN = "paused.example"
 

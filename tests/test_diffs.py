@@ -15,8 +15,8 @@ from pebble import ProcessPool
 from app.clock import utc_now
 from app.model import Fetched
 from tests.conftest import eventually, running_app
-from tests.outcomes import record, succeeded
-from tests.stores import queue_on
+from tests.support.outcomes import record, succeeded
+from tests.support.stores import queue_on
 
 URL = "http://example.test/"
 SLOW_LINES = 100_000

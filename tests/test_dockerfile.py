@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.webserver import Reply
+from tests.support.webserver import Reply
 
 DOCKERFILE = Path(__file__).resolve().parent.parent / "Dockerfile"
 

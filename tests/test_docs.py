@@ -9,7 +9,7 @@ import pytest
 
 from app.api.app import create_app
 from app.cli.reference import env_example_text, pages
-from app.policy import backoff_delay
+from app.rules.policy import backoff_delay
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

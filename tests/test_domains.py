@@ -9,9 +9,9 @@ from app.clock import utc_now
 from app.fetch.urls import job_domain
 from app.model import DomainPause
 from tests.conftest import eventually, running_app, submit, wait_for_status
-from tests.processes import READY, worker_process
-from tests.stores import queue_on
-from tests.webserver import Reply, ScriptedServer
+from tests.support.processes import READY, worker_process
+from tests.support.stores import queue_on
+from tests.support.webserver import Reply, ScriptedServer
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import asyncio
 from app.content.extract import ExtractionLimits
 from app.fetch.pool import SMALL_PAGE_BYTES, ExtractionPool, PoolSettings, where
 from tests.conftest import running_app, submit, wait_for_status
-from tests.webserver import Reply
+from tests.support.webserver import Reply
 
 SLOW = b"<html><body>" + b"<p>x</p>" * 12_000 + b"</body></html>"
 """Under every cap, yet it holds a process long after a small page would be done."""

@@ -17,7 +17,7 @@ from app.fetch.pool import (
     PoolSettings,
     where,
 )
-from tests import pdfs
+from tests.support import pdfs
 
 PAGE = (
     b"<html><head><title>Pool</title></head><body><article><h1>Heading</h1>"

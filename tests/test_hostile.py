@@ -21,10 +21,10 @@ import pytest
 from app.api.app import create_app
 from app.fetch import guard
 from app.fetch.fetcher import Fetcher
+from app.part_settings import PartSettings, destinations_of
 from app.settings import Settings
-from app.views import Views, destinations_of
 from tests.conftest import running_app, wait_for_status
-from tests.hostile import PAGE, HostileServer
+from tests.support.hostile import PAGE, HostileServer
 
 DNS = {
     "public.test": ["127.0.0.1"],
@@ -327,7 +327,7 @@ async def test_no_content_until_success(make_settings):
 async def test_32_concurrent_oversize_fetches_keep_memory_bounded():
     """32 endless bodies at once, with the default 10 MiB cap, grow RSS by well under 100 MiB."""
     settings = Settings(_env_file=None, allowed_hosts="127.0.0.1", worker_concurrency=32)
-    fetcher = Fetcher(Views.of(settings).fetch, destinations=destinations_of(settings))
+    fetcher = Fetcher(PartSettings.of(settings).fetch, destinations=destinations_of(settings))
     try:
         with HostileServer() as server, PeakRSS() as rss:
             started = time.monotonic()

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import service
-from tests.webserver import Reply, ScriptedServer
+from tests.support.processes import service
+from tests.support.webserver import Reply, ScriptedServer
 
 MiB = 1024 * 1024
 BODIES = {"/unclosed-tags.xml": b"<" * MiB, "/unclosed-cdata.xml": b"<![CDATA[" * (MiB // 9)}

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from tests.conftest import running_app
-from tests.processes import service
+from tests.support.processes import service
 
 ADMIN = "admin-key-0123456789"
 

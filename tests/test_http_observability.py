@@ -5,7 +5,7 @@ import json
 import logging
 import uuid
 
-from app.observability import JsonFormatter
+from app.observability.events import JsonFormatter
 from tests.conftest import running_app
 from tests.test_metrics import parse
 

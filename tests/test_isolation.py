@@ -2,7 +2,7 @@
 no cookies, whatever the servers set. End to end against a real server, on both backends."""
 
 from tests.conftest import eventually, running_app, submit, wait_for_status
-from tests.webserver import Reply, ScriptedServer
+from tests.support.webserver import Reply, ScriptedServer
 
 SET_COOKIE = {"Set-Cookie": "session=secret; Path=/"}
 

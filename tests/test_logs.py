@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.observability import JsonFormatter
+from app.observability.events import JsonFormatter
 from tests.conftest import eventually, running_app, wait_for_status
-from tests.webserver import Reply
+from tests.support.webserver import Reply
 
 
 @pytest.fixture

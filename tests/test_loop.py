@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from app.loop import Held, Loop, wait_for_event
+from app.worker.loop import Held, Loop, wait_for_event
 
 
 class Ticks:
@@ -37,7 +37,7 @@ async def test_failed_ticks_are_logged_once_with_a_trace_and_retried(caplog, mon
     async def no_wait(self, timeout: float) -> None:
         waits.append(timeout)
 
-    monkeypatch.setattr("app.loop.Loop._wait_out_error", no_wait)
+    monkeypatch.setattr("app.worker.loop.Loop._wait_out_error", no_wait)
     ticks = Ticks(failures=3)
     loop = Loop("worker w", ticks, logging.getLogger("ingest.worker"))
     ticks.loop = loop
@@ -62,7 +62,7 @@ async def test_one_failed_tick_reads_in_the_singular(caplog, monkeypatch):
     async def no_wait(self, timeout: float) -> None:
         pass
 
-    monkeypatch.setattr("app.loop.Loop._wait_out_error", no_wait)
+    monkeypatch.setattr("app.worker.loop.Loop._wait_out_error", no_wait)
     ticks = Ticks(failures=1)
     loop = Loop("worker w", ticks, logging.getLogger("ingest.worker"))
     ticks.loop = loop
@@ -136,8 +136,8 @@ async def test_a_held_tick_is_no_recovery(caplog, monkeypatch):
     async def no_wait(self, timeout: float) -> None:
         waits.append(timeout)
 
-    monkeypatch.setattr("app.loop.Loop._wait_out_error", no_wait)
-    monkeypatch.setattr("app.loop.events.loop_ticked", ticked.append)
+    monkeypatch.setattr("app.worker.loop.Loop._wait_out_error", no_wait)
+    monkeypatch.setattr("app.worker.loop.events.loop_ticked", ticked.append)
     answers: list[BaseException | float | Held] = [
         ConnectionRefusedError("database unreachable"),
         Held(0.0),

@@ -18,7 +18,7 @@ from app.store.jobs import JobStore
 from bench.claim import claim_plans
 from bench.harness import drop_database, fresh_database
 from bench.ten_million import Shape, dead_cursor, fill
-from tests.stores import queue_on
+from tests.support.stores import queue_on
 
 
 @pytest.mark.timeout(120)

@@ -15,11 +15,11 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.api import metrics as metrics_route
 from app.api.app import create_app
+from app.api.routes import metrics as metrics_route
 from app.store.tables import Domain
 from tests.conftest import eventually, running_app, wait_for_status
-from tests.webserver import Reply
+from tests.support.webserver import Reply
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from app.metrics import MAX_CONNECTIONS
+from app.observability.metrics import MAX_CONNECTIONS
 from tests.conftest import eventually
 from tests.test_metrics import free_port, worker_process
 

@@ -14,8 +14,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from app.api.problems import PROBLEM_JSON, RETRY_AFTER_SECONDS
 from app.store.backends import backend_for
 from tests.conftest import eventually, running_app, wait_for_status
-from tests.outages import outage
-from tests.webserver import Reply
+from tests.support.outages import outage
+from tests.support.webserver import Reply
 
 URL = "https://example.com/page"
 OUTAGE_SECONDS = 5.0

@@ -4,9 +4,9 @@ server, fetched by the worker, extracted in the extraction processes, read throu
 from pathlib import Path
 from typing import Any
 
-from tests import pdfs
 from tests.conftest import running_app, wait_for_status
-from tests.webserver import Reply
+from tests.support import pdfs
+from tests.support.webserver import Reply
 
 DATA = Path(__file__).resolve().parent / "data"
 

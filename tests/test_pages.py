@@ -11,8 +11,8 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.tables import jobs
 from tests.conftest import running_app
-from tests.outcomes import succeeded
-from tests.stores import queue_on
+from tests.support.outcomes import succeeded
+from tests.support.stores import queue_on
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 ODD = "x\ud800y\x00"

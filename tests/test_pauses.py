@@ -6,15 +6,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app import policy
-from app.completer import Completer
 from app.model import ErrorKind, Failure, Fetched, Lease, NewJob
+from app.part_settings import PartSettings
+from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore
-from app.views import Views
-from tests.stores import queue_on
+from app.worker.completer import Completer
+from tests.support.stores import queue_on
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -27,7 +27,7 @@ SETTINGS = Settings(
     domain_failure_threshold=3,
     domain_max_in_flight=1000,
 )
-VIEWS = Views.of(SETTINGS)
+VIEWS = PartSettings.of(SETTINGS)
 
 
 def http(status: int, retry_after: str | None = None) -> Failure:

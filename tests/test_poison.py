@@ -4,9 +4,9 @@ database refuses is written apart from the others, and the worker goes on claimi
 import logging
 from dataclasses import replace
 
-from app import policy
+from app.rules import policy
 from tests.conftest import running_app, submit, wait_for_status
-from tests.webserver import Reply
+from tests.support.webserver import Reply
 
 BATCHED = {"worker_concurrency": 4, "record_delay_seconds": 1.0}
 """Four slots, and outcomes held up to a second: four jobs that finish together are

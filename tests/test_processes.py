@@ -3,8 +3,8 @@
 import signal
 
 from tests.conftest import eventually, running_app, wait_for_status
-from tests.processes import READY, worker_process
-from tests.webserver import Reply
+from tests.support.processes import READY, worker_process
+from tests.support.webserver import Reply
 
 
 async def test_two_worker_processes_never_run_a_job_twice(

@@ -32,7 +32,7 @@ from typer.testing import CliRunner
 from app.api.schemas import TENANT_PATTERN
 from app.cli import cli
 from tests.conftest import eventually, running_app
-from tests.webserver import RawServer
+from tests.support.webserver import RawServer
 
 EXAMPLES = settings(
     max_examples=150,

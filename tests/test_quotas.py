@@ -12,8 +12,8 @@ from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.quotas import Requeue
 from tests.conftest import running_app, submit, wait_for_status
-from tests.outcomes import failed, succeeded
-from tests.stores import NOW, RESULT, new, queue_on
+from tests.support.outcomes import failed, succeeded
+from tests.support.stores import NOW, RESULT, new, queue_on
 from tests.test_dashboard import banner
 
 TENANT_KEYS = {"a" * 16: "shop", "b" * 16: "news"}

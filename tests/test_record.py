@@ -11,12 +11,12 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from app import policy
 from app.model import DeadReason, ErrorKind, Failure, JobStatus, MarkDead, Reschedule
+from app.rules import policy
 from app.store.reads import ContentStore
 from app.store.tables import attempts, contents, domains
-from tests.outcomes import failed, is_dead, record, succeeded, take_back_expired
-from tests.stores import NOW, RESULT, new
+from tests.support.outcomes import failed, is_dead, record, succeeded, take_back_expired
+from tests.support.stores import NOW, RESULT, new
 
 
 async def test_stale_worker_write_is_a_no_op(stores):

@@ -10,8 +10,8 @@ import pytest
 
 from app.fetch.pool import ExtractionPool
 from tests.conftest import eventually, running_app, submit, wait_for_status
-from tests.stores import queue_on
-from tests.webserver import Reply
+from tests.support.stores import queue_on
+from tests.support.webserver import Reply
 
 ETAG = '"v1"'
 LAST_MODIFIED = "Tue, 01 Dec 2026 08:00:00 GMT"

@@ -13,8 +13,8 @@ from app.store.queue import Queue
 from app.store.retention import prune_domains, prune_jobs
 from app.store.tables import Attempt, JobContent, JobRow, domains, new_domain
 from tests.conftest import running_app
-from tests.outcomes import failed, record, succeeded
-from tests.stores import NOW, new, open_stores, queue_on
+from tests.support.outcomes import failed, record, succeeded
+from tests.support.stores import NOW, new, open_stores, queue_on
 
 CUTOFF = NOW + timedelta(days=5)
 LATER = NOW + timedelta(days=10)

@@ -7,13 +7,13 @@ import pytest
 
 from app.clock import utc_now
 from app.fetch.fetcher import Fetcher
-from app.fetch.robots import RobotsTxt
-from app.robots import MAX_WILDCARD_RULES
+from app.fetch.robots_reader import RobotsTxt
+from app.part_settings import PartSettings, destinations_of
+from app.rules.robots import MAX_WILDCARD_RULES
 from app.settings import Settings
-from app.views import Views, destinations_of
 from tests.conftest import running_app, submit, wait_for_status
-from tests.hostile import wildcard_robots_txt
-from tests.webserver import Reply, ScriptedServer
+from tests.support.hostile import wildcard_robots_txt
+from tests.support.webserver import Reply, ScriptedServer
 
 TEXT = "text/plain"
 
@@ -158,7 +158,7 @@ async def test_robots_txt_is_read_through_the_ssrf_guard(web: ScriptedServer):
     """With private networks not allowed, a robots.txt on 127.0.0.1 is never requested: it
     goes through the fetcher's guard (which refuses the page's own fetch too)."""
     settings = Settings(_env_file=None, robots_txt="obey", extract_processes=0)
-    views = Views.of(settings)
+    views = PartSettings.of(settings)
     fetcher = Fetcher(views.fetch, destinations=destinations_of(settings))
     try:
         check = await RobotsTxt(fetcher, views.robots, utc_now).check(web.url("/page"))

@@ -13,9 +13,9 @@ import pytest
 from app.content.extract import ExtractionLimits
 from app.fetch.fetcher import Fetcher
 from app.fetch.pool import ExtractionPool, ExtractionTimeout, PoolSettings
-from app.fetch.robots import RobotsTxt
-from app.robots import MAX_WILDCARD_RULES, Cut
-from tests.hostile import wildcard_robots_txt
+from app.fetch.robots_reader import RobotsTxt
+from app.rules.robots import MAX_WILDCARD_RULES, Cut
+from tests.support.hostile import wildcard_robots_txt
 from tests.unit.test_robots_txt import FETCHING, ROBOTS, Clock, text
 
 

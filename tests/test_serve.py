@@ -14,7 +14,7 @@ import pytest
 
 from app.cli.run import _listen
 from tests.conftest import running_app
-from tests.processes import service
+from tests.support.processes import service
 
 
 def test_a_taken_port_stops_serve_before_its_worker_claims(

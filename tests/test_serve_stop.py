@@ -5,7 +5,7 @@ import signal
 import socket
 from pathlib import Path
 
-from tests.processes import ServiceProcess, service
+from tests.support.processes import ServiceProcess, service
 
 
 async def stop_by(signum: signal.Signals, process: ServiceProcess) -> None:

@@ -1,7 +1,7 @@
 """The store as a state machine (Hypothesis stateful testing), on both backends.
 
 Random sequences of what the worker and operators do to jobs, with a fake clock: submit,
-claim, record each kind of outcome (built by `app.policy` as the worker builds them),
+claim, record each kind of outcome (built by `app.rules.policy` as the worker builds them),
 heartbeat, let leases run out and take them back, write through a stale lease, retry,
 cancel, delete, pause and resume a domain, prune. A model of every job says where it must
 be; after each step the database must agree with it and hold these invariants:
@@ -52,7 +52,6 @@ from hypothesis.stateful import (
 )
 
 import app.store.jobs
-from app import policy
 from app.model import (
     FINISHED,
     Complete,
@@ -66,14 +65,15 @@ from app.model import (
     Outcome,
     Reschedule,
 )
+from app.part_settings import PartSettings
+from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.domains import DomainStore
 from app.store.jobs import JobStore, StateConflict
 from app.store.tables import attempts, contents, domains, jobs, tenants
-from app.views import Views
 from tests.conftest import _truncate
-from tests.stores import queue_on
+from tests.support.stores import queue_on
 
 T = TypeVar("T")
 
@@ -91,7 +91,7 @@ SETTINGS = Settings(
     retry_after_max_seconds=60.0,
     max_deferrals=2,
 )
-RETRY = Views.of(SETTINGS).retry
+RETRY = PartSettings.of(SETTINGS).retry
 FETCHED = Fetched(200, "http://a.test/", "text/html", 4, "0" * 64, "t", 4, b"body", "body")
 FAILURES = {
     "transient": Failure(ErrorKind.TRANSIENT, "HTTPStatusError", "HTTP 503", 503),

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from app.metrics import Metrics
 from app.model import NewJob
+from app.observability.metrics import Metrics
 from app.runtime import Runtime
 from app.store.jobs import JobStore
 from tests.conftest import eventually

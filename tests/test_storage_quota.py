@@ -10,7 +10,6 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from app import observability, policy
 from app.model import (
     AttemptOutcome,
     Complete,
@@ -22,13 +21,15 @@ from app.model import (
     Previous,
     Transition,
 )
+from app.observability import events as observability
+from app.rules import policy
 from app.store import counts
 from app.store.reads import ContentStore
 from app.store.tables import bytes_kept, contents
 from tests.conftest import eventually, running_app, submit, wait_for_status
-from tests.outcomes import record, succeeded
-from tests.stores import NOW, RESULT, new, open_stores
-from tests.webserver import Reply
+from tests.support.outcomes import record, succeeded
+from tests.support.stores import NOW, RESULT, new, open_stores
+from tests.support.webserver import Reply
 
 
 def fetched(text: str, markdown: str | None, body: bytes) -> Fetched:

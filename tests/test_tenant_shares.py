@@ -8,17 +8,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from app import policy
 from app.model import ErrorKind, Failure, Fetched, NewJob
+from app.part_settings import PartSettings
+from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.tables import attempts, jobs, tenants
-from app.views import Views
 from tests.conftest import eventually, running_app
-from tests.outcomes import failed, record, succeeded, take_back_expired
-from tests.stores import queue_on
-from tests.webserver import Reply, ScriptedServer
+from tests.support.outcomes import failed, record, succeeded, take_back_expired
+from tests.support.stores import queue_on
+from tests.support.webserver import Reply, ScriptedServer
 
 FETCHED = 400
 """Fetches counted: two windows of 200 apart, and every window between."""
@@ -140,7 +140,7 @@ async def test_the_count_returns_to_0_whichever_way_jobs_leave_running(store):
     assert [] == await queue.claim("w", 8, now, 60), "at its quota"
 
     assert await record(queue, succeeded(first[0], RESULT), now)
-    dead = policy.settle(first[1], SERVER_ERROR, 1, now, Views.of(settings).retry).decision
+    dead = policy.settle(first[1], SERVER_ERROR, 1, now, PartSettings.of(settings).retry).decision
     assert await record(queue, failed(first[1], dead), now)
     assert {"t": 0} == await _in_flight(queue.db)
 

@@ -10,18 +10,18 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from app.model import ErrorKind, Failure, NewJob
-from app.observability import JsonFormatter
+from app.observability.events import JsonFormatter
 from app.settings import Settings
 from app.store.database import Database
 from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobStore
-from app.webhooks import cut
+from app.worker.webhooks import cut
 from tests.conftest import eventually, running_app, wait_for_status
-from tests.outcomes import take_back_expired
-from tests.receivers import Receiver
-from tests.stores import queue_on
+from tests.support.outcomes import take_back_expired
+from tests.support.receivers import Receiver
+from tests.support.stores import queue_on
+from tests.support.webserver import Reply, ScriptedServer
 from tests.test_metrics import parse
-from tests.webserver import Reply, ScriptedServer
 
 SECRET = "s3cret-for-tests"
 

@@ -12,15 +12,15 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from app import policy
 from app.clock import utc_now
+from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.tables import domains
 from tests.conftest import eventually, running_app, submit, wait_for_status
-from tests.outcomes import take_back_expired
-from tests.stores import queue_on
-from tests.webserver import Reply, ScriptedServer
+from tests.support.outcomes import take_back_expired
+from tests.support.stores import queue_on
+from tests.support.webserver import Reply, ScriptedServer
 
 
 async def history(client, job_id: str) -> list[str]:

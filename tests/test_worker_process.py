@@ -13,9 +13,9 @@ import httpx
 
 import app
 from app.settings import Settings
-from app.worker_process import Handoff
+from app.worker.process import Handoff
 from tests.conftest import eventually, submit, wait_for_status
-from tests.processes import INGEST, INSTALLED, READY, ServiceProcess, service
+from tests.support.processes import INGEST, INSTALLED, READY, ServiceProcess, service
 from tests.test_metrics import free_port
 
 POLL_SECONDS = 30

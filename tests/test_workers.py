@@ -16,8 +16,8 @@ from app.settings import Settings
 from app.store.database import Database
 from app.store.workers import WorkerState, WorkerStore
 from tests.conftest import eventually, running_app
-from tests.stores import queue_on
-from tests.webserver import Reply
+from tests.support.stores import queue_on
+from tests.support.webserver import Reply
 
 NOW = datetime(2026, 11, 30, 3, 12, 4, tzinfo=UTC)
 SILENCE = timedelta(seconds=10)

@@ -15,16 +15,18 @@ from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 import app as package
-from app.api import content, dashboard, deliveries, domains, jobs, metrics, ops, problems
-from app.api.body_limit import BodyLimit
-from app.api.cross_site import CrossSiteGuard
-from app.api.diffs import DiffLimits, Diffs
-from app.api.framing import NoFraming
-from app.api.hosts import AllowedHosts, HostNames
-from app.api.submit_rate import SubmitRate
+from app.api import problems
+from app.api.dashboard import routes as dashboard
+from app.api.middleware.body_limit import BodyLimit
+from app.api.middleware.cross_site import CrossSiteGuard
+from app.api.middleware.framing import NoFraming
+from app.api.middleware.hosts import AllowedHosts, HostNames
+from app.api.middleware.submit_rate import SubmitRate
+from app.api.routes import content, deliveries, domains, jobs, metrics, ops
+from app.api.routes.diffs import DiffLimits, Diffs
 from app.clock import Clock, utc_now
 from app.fetch.guard import Resolver, system_resolver
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 from app.runtime import Runtime
 from app.settings import Settings
 
@@ -81,7 +83,8 @@ def create_app(
         generate_unique_id_function=_operation_id,
         openapi_tags=TAGS,
     )
-    # Each API process counts its keys' submits (`app.api.submit_rate` says why per process).
+    # Each API process counts its keys' submits (`app.api.middleware.submit_rate` says why per
+    # process).
     app.state.submit_rate = SubmitRate.from_settings(settings)
     problems.install(app)
     # Each added middleware wraps the ones before: a request for a host this service does

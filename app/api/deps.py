@@ -11,7 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.api.submit_rate import SubmitRate
+from app.api.middleware.submit_rate import SubmitRate
 from app.fetch.guard import Destinations
 from app.runtime import Runtime
 from app.settings import Settings

@@ -25,13 +25,13 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
+from app.api.middleware.submit_rate import SubmitRateExceeded
 from app.api.schemas import Problem
-from app.api.submit_rate import SubmitRateExceeded
-from app.safe_strings import shown
 from app.store.jobs import BadCursor, IdempotencyConflict, JobNotFound, StateConflict
 from app.store.outages import database_unavailable
 from app.store.quotas import QuotaExceeded
-from app.wording import error_line
+from app.text.safe_strings import shown
+from app.text.wording import error_line
 
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_SECONDS = 5

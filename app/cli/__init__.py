@@ -55,7 +55,7 @@ def worker(
         ),
     ] = None,
     # `ingest serve`'s own worker process (INGEST_WORKER_PROCESS): settings, wake-ups and
-    # the stop come through standard input (`app.worker_process`).
+    # the stop come through standard input (`app.worker.process`).
     child: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Run one worker without the API (the schema must be migrated: `ingest db upgrade`)."""

@@ -31,7 +31,7 @@ from app.store.domains import DomainOverview
 from app.store.reads import Version
 from app.store.tables import Attempt, Job
 from app.store.workers import WorkerSeen
-from app.wording import distinct_prefix
+from app.text.wording import distinct_prefix
 
 PIPED_WIDTH = 200
 """Output that goes to no terminal, with no COLUMNS: a width that holds most rows whole."""

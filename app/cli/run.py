@@ -20,11 +20,11 @@ import typer
 from app import event_loops
 from app.cli.runner import fail, load_settings, one_line, require_schema, run_on_database
 from app.keys import Keys
-from app.metrics import Metrics
 from app.model import woken_for
-from app.observability import configure_logging
+from app.observability.events import configure_logging
+from app.observability.metrics import Metrics
 from app.settings import Settings
-from app.worker_process import Handoff
+from app.worker.process import Handoff
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -38,10 +38,9 @@ def serve_api(host: str | None, port: int | None) -> None:
     from app.api.app import create_app
 
     settings = load_settings()
-    # --host stands for INGEST_HOST wherever it is read: the API answers to the name it
-    # listens on (`app.api.hosts`), and is open on loopback only. Not --port: `--port 0` (any
-    # free port) is no valid INGEST_PORT, and the worker process rebuilds the settings it is
-    # sent.
+    # --host stands for INGEST_HOST wherever it is read: the API answers to the name it listens on
+    # (`app.api.middleware.hosts`), and is open on loopback only. Not --port: `--port 0` (any free
+    # port) is no valid INGEST_PORT, and the worker process rebuilds the settings it is sent.
     if host is not None:
         settings = settings.model_copy(update={"host": host})
     _refuse_open_to_others(settings)
@@ -171,7 +170,7 @@ def _refuse_unknown_schema(database_url: str) -> None:
 
 def run_worker(metrics_port: int | None, child: bool = False) -> None:
     """`ingest worker`; as `ingest serve`'s `child`, on what serve sends first on standard
-    input (`app.worker_process.Handoff`)."""
+    input (`app.worker.process.Handoff`)."""
     if child:
         handoff = Handoff.from_line(_first_line(sys.stdin.fileno()))
         settings, metrics_keys = handoff.settings, handoff.metrics_keys

@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from app.database_url import shown
 from app.store.database import HEAD_REVISION, Database, alembic_config, upgrade_to_head
+from app.text.database_url import shown
 
 if TYPE_CHECKING:  # imported where used: a database at the head needs no Alembic (~0.5 s)
     from alembic.script import ScriptDirectory

@@ -3,7 +3,7 @@
 Only "\\n" ends a line (as for diff: `str.splitlines` would also split at "\\r", form feeds
 and U+2028). A last line without one is followed by `\\ No newline at end of file`, so a
 changed last line reads as a removed line and an added one, never as one glued line.
-The API runs `unified` in processes of its own, under a deadline (app/api/diffs.py): difflib
+The API runs `unified` in processes of its own, under a deadline (app/api/routes/diffs.py): difflib
 is Python and its cost can grow with the square of the lines.
 """
 

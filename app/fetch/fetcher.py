@@ -17,7 +17,7 @@ fatal, and named:
 - ExtractionTimeout, ExtractionFailed: a body that took too long or too much memory to
   extract (`app.fetch.pool`).
 
-Everything else is classified by `app.policy`. The fetcher keeps no state about jobs and
+Everything else is classified by `app.rules.policy`. The fetcher keeps no state about jobs and
 never sleeps for backoff.
 
 What it keeps of the answer's headers (its Content-Type, Retry-After) and its final URL is
@@ -67,7 +67,7 @@ from app.model import (
     Previous,
     Unmodified,
 )
-from app.policy import classify_exception, classify_status
+from app.rules.policy import classify_exception, classify_status
 
 SPOOL_BYTES = 1024 * 1024
 CONTENT_TYPE_MAX_CHARS = 255
@@ -145,7 +145,7 @@ def _fatal(type_: str, message: str) -> Failure:
 @dataclass(frozen=True, slots=True)
 class FetchLimits:
     """What a fetch may take and keep, built once from the settings by the composition root
-    (`app.runtime`); robots.txt is read within the same (`app.fetch.robots`)."""
+    (`app.runtime`); robots.txt is read within the same (`app.fetch.robots_reader`)."""
 
     connections: int
     """HTTP connections, one per worker slot (INGEST_WORKER_CONCURRENCY)."""
@@ -157,9 +157,9 @@ class FetchLimits:
     allowed_content_types: tuple[str, ...]
     user_agent: str
     transient_errors: tuple[str, ...]
-    """Exception names that are transient (`app.policy.classify_exception`)."""
+    """Exception names that are transient (`app.rules.policy.classify_exception`)."""
     transient_status_codes: frozenset[int]
-    """HTTP statuses that are transient (`app.policy.classify_status`)."""
+    """HTTP statuses that are transient (`app.rules.policy.classify_status`)."""
     extraction: PoolSettings
     """The extraction processes' number and bounds (`app.fetch.pool`)."""
 
@@ -244,7 +244,7 @@ class Fetcher:
     @contextlib.contextmanager
     def client(self) -> Iterator[httpx.AsyncClient]:
         """The guarded client of the least busy pool, counted busy while held: with no more
-        fetches than slots, no pool has more than its size. (`app.fetch.robots` reads
+        fetches than slots, no pool has more than its size. (`app.fetch.robots_reader` reads
         robots.txt through it too: same guard, timeouts and User-Agent.)"""
         shard = self._busy.index(min(self._busy))
         self._busy[shard] += 1

@@ -147,7 +147,7 @@ class ExtractionPool:
         """`fn(*args)` in the processes, under the bodies' deadline and memory cap (`fn` a
         module's function: it, its arguments and its result cross by pickle); in the parse
         thread with INGEST_EXTRACT_PROCESSES=0. For parsing other than a body's (robots.txt,
-        `app.fetch.robots`); raises what `fn` raises, ExtractionTimeout, ExtractionFailed."""
+        `app.fetch.robots_reader`); raises what `fn` raises, ExtractionTimeout, ExtractionFailed."""
         return await self._in_processes(fn, args, "done")
 
     async def _in_processes(self, fn: Callable[[*Ts], T], args: tuple[*Ts], done: str) -> T:
@@ -212,4 +212,4 @@ class ExtractionPool:
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 # The forkserver imports the extractors once; every process forked from it has them loaded.
-_CONTEXT.set_forkserver_preload(["app.content.extract", "app.robots"])
+_CONTEXT.set_forkserver_preload(["app.content.extract", "app.rules.robots"])

@@ -7,7 +7,7 @@
    `updated_at`: the queue lag still counts from then.
 1. Tenants with a job claimable now (`claimable_now`: due, on a domain that may take a
    fetch now) and under their in-flight quota, lowest pass first (fair share, weighted:
-   `app.scheduling`; a pass never counts below the floor, the highest pass any tenant was
+   `app.rules.scheduling`; a pass never counts below the floor, the highest pass any tenant was
    last served at, read in the same statement), then least recently served (at most
    `limit` of them: each is one more subquery to plan, and a claim serves at most `limit`
    tenants anyway). The tenants are put in that order first and asked in turn whether
@@ -23,10 +23,10 @@
    claims take different jobs and never wait on each other's).
 3. Lock the candidates' domain rows, then, with a tenants' quota, their tenants' rows (each
    in name order, so claims never deadlock), and read their limits (with the Crawl-delay a
-   worker last read of robots.txt: `app.scheduling.min_interval`) and the tenants' jobs in
+   worker last read of robots.txt: `app.rules.scheduling.min_interval`) and the tenants' jobs in
    flight again, now that no other claim can change them. A domain whose row is missing
    gets a fresh one first (`_lock_domains` says how one can be missing).
-4. `app.scheduling.choose` picks the jobs: priority, tenants by pass, oldest first, tenant
+4. `app.rules.scheduling.choose` picks the jobs: priority, tenants by pass, oldest first, tenant
    quotas and domain limits re-checked on the locked rows.
 5. Mark them running, count the attempt, lease them under a fresh random `lease_id` (the
    fencing token of every later write, `app.store.queue`); count the domains' and the
@@ -54,7 +54,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.model import JobStatus, Lease, Previous
-from app.scheduling import (
+from app.rules.scheduling import (
     Candidate,
     DomainState,
     ShareRules,
@@ -174,7 +174,7 @@ _FLOORED = sa.select(
 ).subquery("floored")
 _FLOOR = _FLOORED.c.floor
 """The highest pass any tenant was last served at: no tenant's pass counts below it
-(`app.scheduling`). One read of the tenants' rows per claim."""
+(`app.rules.scheduling`). One read of the tenants' rows per claim."""
 
 
 # The claim's statements are built once, with bound parameters, so each claim only binds
@@ -362,7 +362,7 @@ def _starts_update(
 
 def _start() -> sa.ColumnElement[int]:
     """The pass a tenant's first job of this claim starts at: its row's, never below the
-    claim's floor (`app.scheduling`), read from the row as the update finds it."""
+    claim's floor (`app.rules.scheduling`), read from the row as the update finds it."""
     floor = sa.bindparam("floor", type_=sa.BigInteger)
     return sa.case((tenants.c.next_pass > floor, tenants.c.next_pass), else_=floor)
 

@@ -6,7 +6,7 @@ follows the jobs' pattern: look first without the write lock, then one UPDATE ..
 over a materialized CTE of due rows, skipping rows another claim holds (`app.store.dialect`).
 Every write after the claim is guarded on the attempt number, so a sender whose lease
 lapsed changes nothing.
-The sender (`app.webhooks`) issues no SQL of its own.
+The sender (`app.worker.webhooks`) issues no SQL of its own.
 """
 
 from collections.abc import Sequence

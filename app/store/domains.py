@@ -11,9 +11,9 @@ import sqlalchemy as sa
 
 from app.clock import Clock
 from app.model import JobStatus
-from app.safe_strings import storable
 from app.store.database import Database
 from app.store.tables import DUE_SINCE, Domain, UTCDateTime, domains, jobs, status_is
+from app.text.safe_strings import storable
 
 
 @dataclass(frozen=True)

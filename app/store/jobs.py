@@ -20,8 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from app.model import FINISHED, CallbackContent, JobStatus, NewJob
-from app.safe_strings import shown, storable
-from app.scheduling import DomainState, waiting_for
+from app.rules.scheduling import DomainState, waiting_for
 from app.store import counts
 from app.store.backends.writes import NewRows
 from app.store.database import Database
@@ -41,6 +40,7 @@ from app.store.tables import (
     status_is,
     tenants,
 )
+from app.text.safe_strings import shown, storable
 
 
 class JobNotFound(LookupError):

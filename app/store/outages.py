@@ -2,7 +2,7 @@
 
 A database that is away (unreachable, restarting, full, read-only, out of connections)
 makes a request answer 503 with Retry-After (`app.api.problems`) and a loop try again after
-`error_wait` (`app.loop`, the completer's writes, the LISTEN connection); an error of the
+`error_wait` (`app.worker.loop`, the completer's writes, the LISTEN connection); an error of the
 statement itself is a bug, and is not taken for one. Each backend says an outage its own
 way: SQLite by result code, PostgreSQL by SQLSTATE class.
 """

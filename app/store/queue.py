@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from app.model import DomainPause, JobStatus, Lease, Outcome, WorkerPresence
-from app.scheduling import ShareRules
+from app.rules.scheduling import ShareRules
 from app.store import claim, counts, record, refreshes, workers
 from app.store.database import Database
 from app.store.retention import prune_domains, prune_jobs
@@ -50,7 +50,7 @@ class Overdue:
 
 class Queue:
     def __init__(self, database: Database, shares: ShareRules, records: record.RecordRules) -> None:
-        """`shares`: the claim's rules (`app.scheduling`); `records`: what a record keeps
+        """`shares`: the claim's rules (`app.rules.scheduling`); `records`: what a record keeps
         and owes (`app.store.record`)."""
         self.db = database
         self.shares = shares
@@ -150,7 +150,7 @@ class Queue:
 
     async def bytes_kept(self, tenants: Sequence[str]) -> dict[str, int]:
         """The bytes of content each of `tenants` keeps (none named: none kept), read
-        without the write lock, for its storage quota (`app.policy.within_storage_quota`)."""
+        without the write lock, for its storage quota (`app.rules.policy.within_storage_quota`)."""
         return await counts.bytes_kept_by(self.db, tenants)
 
     async def prune(self, older_than: datetime) -> int:

@@ -24,7 +24,7 @@ rows on SQLite), so a batch costs the same few round trips whatever its size:
    PostgreSQL: `_free_together`).
 
 Every string an outcome brings from the remote side is bound as one both databases hold
-(`app.safe_strings.storable_text`): a lone surrogate or a NUL would fail the whole batch.
+(`app.text.safe_strings.storable_text`): a lone surrogate or a NUL would fail the whole batch.
 
 Every statement is compiled and bound before the transaction opens (`Recording`): the
 SQLite writer is held for running them, not for Python work. Only when the fence drops
@@ -57,7 +57,6 @@ from app.model import (
     Reschedule,
     Transition,
 )
-from app.safe_strings import storable_text
 from app.store.backends import Backend
 from app.store.backends.writes import NewRows, Once, Writes
 from app.store.deliveries import owe
@@ -71,6 +70,7 @@ from app.store.dialect import (
     locked_in_order,
 )
 from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is, tenants
+from app.text.safe_strings import storable_text
 
 
 @dataclass(frozen=True, slots=True)

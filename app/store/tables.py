@@ -107,7 +107,7 @@ class JobFields(SQLModel):
     # null for jobs that succeeded before migration 0008.
     result_metadata: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     # The last success's validators (sent back by a refresh) and its main text's sha256
-    # (what tells a changed page: `app.policy.settle`).
+    # (what tells a changed page: `app.rules.policy.settle`).
     result_etag: str | None = Field(default=None, max_length=255)
     result_last_modified: str | None = Field(default=None, max_length=255)
     result_text_sha256: str | None = Field(default=None, max_length=64)
@@ -278,7 +278,7 @@ class Domain(SQLModel, table=True):
     crawl_delay_seconds: float | None = None
     """The Crawl-delay of its robots.txt when a worker last read it (INGEST_ROBOTS_TXT=obey):
     kept here, not in a worker's memory, because every worker's claim spaces the domain's
-    starts by it (`app.scheduling.min_interval`). None: none asked, or not read."""
+    starts by it (`app.rules.scheduling.min_interval`). None: none asked, or not read."""
     updated_at: datetime | None = _ts()
 
 
@@ -295,7 +295,7 @@ def _counter(sa_type: Any = sa.Integer) -> Any:
 
 class Tenant(SQLModel, table=True):
     """Each tenant's place in the fair share and its jobs in flight, read and written by the
-    claim (`app.store.claim`, the passes as `app.scheduling` explains them); its jobs in
+    claim (`app.store.claim`, the passes as `app.rules.scheduling` explains them); its jobs in
     flight freed as their outcomes are recorded (`app.store.record`)."""
 
     __tablename__ = "tenants"
@@ -311,7 +311,7 @@ class Tenant(SQLModel, table=True):
     """Running jobs of this tenant, kept by the claim and the record of outcomes."""
 
 
-class WorkerProcess(SQLModel, table=True):
+class WorkerRow(SQLModel, table=True):
     """One row per worker process (`app.store.workers`): written when it starts, on each of
     its heartbeats, and when it stops cleanly (`stopped_at`). A row whose heartbeat is old
     and has no `stopped_at` is a worker that died or lost the database."""
@@ -406,7 +406,7 @@ class BytesKept(SQLModel, table=True):
 
 
 class Delivery(SQLModel, table=True):
-    """One callback POST owed for a job that reached `succeeded` or `dead` (`app.webhooks`).
+    """One callback POST owed for a job that reached `succeeded` or `dead` (`app.worker.webhooks`).
 
     Inserted in the transaction that finishes the job; `pending` until a POST is answered
     2xx (`delivered`) or the budget is spent or the answer is fatal (`dead`). While a
@@ -459,7 +459,7 @@ contents: sa.Table = JobContent.__table__  # type: ignore[attr-defined]
 job_counts: sa.Table = JobCount.__table__  # type: ignore[attr-defined]
 bytes_kept: sa.Table = BytesKept.__table__  # type: ignore[attr-defined]
 deliveries: sa.Table = Delivery.__table__  # type: ignore[attr-defined]
-workers: sa.Table = WorkerProcess.__table__  # type: ignore[attr-defined]
+workers: sa.Table = WorkerRow.__table__  # type: ignore[attr-defined]
 
 
 READY = f"status = '{JobStatus.PENDING}' AND retry_after IS NULL"

@@ -26,8 +26,8 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.tables import attempts, domains, jobs, workers
 from tests.conftest import eventually
-from tests.processes import ServiceProcess, service
-from tests.webserver import Reply, ScriptedServer
+from tests.support.processes import ServiceProcess, service
+from tests.support.webserver import Reply, ScriptedServer
 
 HOST = "127.0.0.1"
 

@@ -12,8 +12,8 @@ import pytest
 
 from tests.chaos.kit import Ledger, exited, figures, hits, path_of, slow_pages, started, until_hits
 from tests.conftest import eventually, running_app
-from tests.processes import READY
-from tests.webserver import Reply
+from tests.support.processes import READY
+from tests.support.webserver import Reply
 
 KILLED_JOBS = 300  # the issue says 500; 300 keeps each case near 20 s on a busy 2-core box
 FETCH_SECONDS = 0.3

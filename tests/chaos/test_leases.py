@@ -11,8 +11,8 @@ import pytest
 
 from tests.chaos.kit import Ledger, figures, freeze_between_transactions, started, until_hits
 from tests.conftest import eventually, running_app
-from tests.processes import READY
-from tests.webserver import Reply
+from tests.support.processes import READY
+from tests.support.webserver import Reply
 
 LEASE_SECONDS = 2.0
 """Short enough that a lost lease shows within seconds, long enough that a heartbeat on a

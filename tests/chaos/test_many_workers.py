@@ -10,8 +10,8 @@ from contextlib import ExitStack
 import pytest
 
 from tests.chaos.kit import Ledger, figures, hits, slow_pages, started
-from tests.processes import READY
-from tests.webserver import Reply
+from tests.support.processes import READY
+from tests.support.webserver import Reply
 
 JOBS = 2000  # the issue says 5,000; 2,000 keeps each backend well under a minute here
 WORKERS = {"sqlite": 3, "postgresql": 4}

@@ -26,8 +26,8 @@ import pytest
 
 from tests.chaos.pgcluster import PG_BIN, PostgresCluster, free_port, terminate_backends
 from tests.conftest import REQUIRE_PG, eventually
-from tests.processes import READY, ServiceProcess, service
-from tests.webserver import Reply, ScriptedServer
+from tests.support.processes import READY, ServiceProcess, service
+from tests.support.webserver import Reply, ScriptedServer
 
 SLOTS = 8
 PREFETCH = 2 * SLOTS  # the default INGEST_WORKER_PREFETCH

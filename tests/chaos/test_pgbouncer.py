@@ -21,8 +21,8 @@ from sqlalchemy.engine import make_url
 
 from tests.chaos.kit import HOST, Ledger, figures, free_port, hits, slow_pages, started
 from tests.conftest import eventually
-from tests.processes import INGEST, READY, service, service_env
-from tests.webserver import Reply
+from tests.support.processes import INGEST, READY, service, service_env
+from tests.support.webserver import Reply
 
 JOBS = 2000
 WORKERS = 4

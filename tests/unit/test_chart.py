@@ -1,10 +1,10 @@
-"""app.api.chart: the last hour laid out for SVG, pure."""
+"""app.api.dashboard.chart: the last hour laid out for SVG, pure."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.api.chart import BARS_HEIGHT, BARS_TOP, layout, nice_ceiling
+from app.api.dashboard.chart import BARS_HEIGHT, BARS_TOP, layout, nice_ceiling
 from app.store.activity import Ended, Minute
 
 START = datetime(2026, 11, 30, 3, 9, tzinfo=UTC)

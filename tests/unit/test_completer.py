@@ -1,4 +1,4 @@
-"""The completer (app/completer.py) against a store double: when it writes, what a batch
+"""The completer (app/worker/completer.py) against a store double: when it writes, what a batch
 holds, how a refused batch and an outage are handled, what stays held. A fixed clock; no
 database (the recording itself is tested on both backends in tests/test_record.py)."""
 
@@ -12,8 +12,6 @@ from typing import Any, cast
 import pytest
 import sqlalchemy as sa
 
-from app import completer as completer_module
-from app.completer import Batching, Completer
 from app.model import (
     AttemptOutcome,
     DomainPause,
@@ -25,10 +23,12 @@ from app.model import (
     Reschedule,
     Transition,
 )
-from app.policy import RetryRules
+from app.rules.policy import RetryRules
 from app.store.queue import Queue
 from app.store.record import Recorded
-from tests.rules import RETRY as DEFAULT_RETRY
+from app.worker import completer as completer_module
+from app.worker.completer import Batching, Completer
+from tests.support.rules import RETRY as DEFAULT_RETRY
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

@@ -262,7 +262,7 @@ def test_undecodable_bytes_are_replaced() -> None:
 
 
 def test_nul_is_kept() -> None:
-    """NUL characters are kept: the store replaces them (app.safe_strings.storable_text)."""
+    """NUL characters are kept: the store replaces them (app.text.safe_strings.storable_text)."""
     assert "a\x00b" == extract(b"a\x00b", "text/plain").text
 
 

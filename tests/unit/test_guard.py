@@ -18,8 +18,8 @@ from app.fetch.guard import (
     literal_ip,
     tls_context,
 )
+from app.part_settings import destinations_of
 from app.settings import Settings
-from app.views import destinations_of
 
 BLOCKED = [
     # IPv4: every special-purpose range, at both edges where it matters

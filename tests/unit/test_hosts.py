@@ -1,9 +1,9 @@
-"""app.api.hosts: which Host headers the API answers to, and INGEST_ALLOWED_HOSTNAMES."""
+"""app.api.middleware.hosts: which Host headers the API answers to, and INGEST_ALLOWED_HOSTNAMES."""
 
 import pytest
 from pydantic import ValidationError
 
-from app.api.hosts import HostNames
+from app.api.middleware.hosts import HostNames
 from app.settings import Settings
 
 

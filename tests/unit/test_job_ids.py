@@ -7,7 +7,7 @@ import pytest
 
 from app.store import tables
 from app.store.tables import is_job_id, new_job_id
-from app.wording import SHORT_ID, distinct_prefix
+from app.text.wording import SHORT_ID, distinct_prefix
 
 
 def milliseconds(job_id: str) -> int:

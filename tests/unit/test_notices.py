@@ -1,10 +1,10 @@
-"""app.api.notices: the dashboard's banner says one of its own sentences, or nothing."""
+"""app.api.dashboard.notices: the dashboard's banner says one of its own sentences, or nothing."""
 
 from datetime import UTC, datetime
 
 import pytest
 
-from app.api.notices import Code, Notice, sentence
+from app.api.dashboard.notices import Code, Notice, sentence
 from app.model import Blocked, BlockReason, JobStatus
 from app.store.tables import Job
 

@@ -1,4 +1,5 @@
-"""app.observability: each transition's text line, its JSON event field by field, its counts."""
+"""app.observability.events: each transition's text line, its JSON event field by field,
+its counts."""
 
 import json
 import logging
@@ -9,8 +10,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import observability as events
-from app.metrics import Metrics, exposition
 from app.model import (
     ClaimedDelivery,
     DeadReason,
@@ -23,8 +22,10 @@ from app.model import (
     MarkDead,
     Reschedule,
 )
-from app.policy import expired, handed_back, yielded
-from tests.outcomes import failed, succeeded
+from app.observability import events
+from app.observability.metrics import Metrics, exposition
+from app.rules.policy import expired, handed_back, yielded
+from tests.support.outcomes import failed, succeeded
 
 NOW = datetime(2026, 11, 30, 3, 12, 4, 411000, tzinfo=UTC)
 LEASE = Lease(
@@ -246,7 +247,7 @@ def test_transitions_count_into_the_metrics_in_force():
     """Counts go to the metrics of the context, and nowhere outside one."""
     metrics = Metrics()
     events.recorded(succeeded(LEASE, RESULT, 10))  # outside: counted nowhere
-    with events.recording(metrics):
+    with events.counting(metrics):
         events.jobs_submitted(3)
         events.job_started(LEASE)
         events.recorded(succeeded(LEASE, RESULT, 250))
@@ -353,7 +354,7 @@ def test_deliveries_and_loops_count_into_the_metrics_in_force():
     """Deliveries by outcome with their durations; a loop is up from start to stop, and
     its last good tick is a unix time."""
     metrics = Metrics()
-    with events.recording(metrics):
+    with events.counting(metrics):
         events.delivered(CLAIMED, 250)
         events.delivery_failed(CLAIMED, HTTP_503, NOW, 10)
         events.delivery_failed(CLAIMED, HTTP_503, None, 10)

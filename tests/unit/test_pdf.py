@@ -9,7 +9,7 @@ from app.content.metadata import FIELD_MAX_CHARS
 from app.content.pdf import markdown_paragraph, paragraphs, pdf_date, pdf_document
 from app.content.types import UnparseableContent
 from app.model import PageMetadata
-from tests import pdfs
+from tests.support import pdfs
 
 PAGES = [
     "First page, (parenthesised) and a \\ backslash\nits second line\n\nA second paragraph",

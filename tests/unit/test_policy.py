@@ -1,4 +1,4 @@
-"""app.policy: classification of exceptions and statuses, the backoff formula, decide()."""
+"""app.rules.policy: classification of exceptions and statuses, the backoff formula, decide()."""
 
 import socket
 import ssl
@@ -28,7 +28,7 @@ from app.model import (
     Transition,
     Unmodified,
 )
-from app.policy import (
+from app.rules.policy import (
     RetryRules,
     backoff_delay,
     classify_exception,
@@ -42,7 +42,7 @@ from app.policy import (
     yielded,
 )
 from app.settings import DEFAULT_TRANSIENT_ERRORS, Settings
-from tests.rules import RETRY
+from tests.support.rules import RETRY
 
 TRANSIENT = ErrorKind.TRANSIENT
 RATE_LIMITED = ErrorKind.RATE_LIMITED
@@ -82,7 +82,7 @@ def httpx_connect_error(cause: BaseException) -> BaseException:
 EAI_NODATA = getattr(socket, "EAI_NODATA", None)
 needs_eai_nodata = pytest.mark.skipif(EAI_NODATA is None, reason="no EAI_NODATA here")
 
-# (exception, kind, type) for every branch of the tree in the policy.py docstring.
+# (exception, kind, type) for every branch of the tree in the rules/policy.py docstring.
 EXCEPTION_CASES = [
     pytest.param(httpx.ConnectTimeout("t"), TRANSIENT, "ConnectTimeout", id="ConnectTimeout"),
     pytest.param(httpx.ReadTimeout("t"), TRANSIENT, "ReadTimeout", id="ReadTimeout"),

@@ -1,4 +1,4 @@
-"""The local queue's work bound and the claim's size (`app.prefetch`), and the wake-up's
+"""The local queue's work bound and the claim's size (`app.rules.prefetch`), and the wake-up's
 priority (`app.model.wake_payload`): pure functions. Fetch times are given, never measured:
 the clock of these tests stands still."""
 
@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from app.model import wake_payload, woken_for
-from app.prefetch import FetchTimes, claim_size, prefetch_limit, refill_at, room_for_a_batch
+from app.rules.prefetch import FetchTimes, claim_size, prefetch_limit, refill_at, room_for_a_batch
 
 
 def test_before_any_fetch_finished_the_queue_holds_the_most():

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.model import DeadReason, Deferral, ErrorKind, Failure, MarkDead, Reschedule
-from app.policy import RetryRules, classify_status, decide, parse_retry_after
-from tests.rules import RETRY
+from app.rules.policy import RetryRules, classify_status, decide, parse_retry_after
+from tests.support.rules import RETRY
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 CODES = frozenset({408, *range(500, 600)})

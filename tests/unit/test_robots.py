@@ -1,4 +1,4 @@
-"""app.robots and the claim's interval: what each answer for robots.txt means (RFC 9309),
+"""app.rules.robots and the claim's interval: what each answer for robots.txt means (RFC 9309),
 whether a URL is refused, what the caps cut of a hostile file and which answers are kept, how
 long an unreachable robots.txt holds jobs back, and the domain's minimum interval with a
 Crawl-delay."""
@@ -10,8 +10,8 @@ import pytest
 from protego import Protego
 
 from app.model import ROBOTS_DISALLOWED, DeadReason, ErrorKind, Failure, MarkDead, Reschedule
-from app.policy import decide
-from app.robots import (
+from app.rules.policy import decide
+from app.rules.robots import (
     ALLOW_ALL,
     ANSWERS_KEPT,
     MAX_RULES_PER_GROUP,
@@ -29,7 +29,7 @@ from app.robots import (
     rules_not_parsed,
     while_unreachable,
 )
-from app.scheduling import (
+from app.rules.scheduling import (
     Candidate,
     DomainState,
     ShareRules,
@@ -38,8 +38,8 @@ from app.scheduling import (
     min_interval,
     next_start,
 )
-from tests.hostile import wildcard_robots_txt
-from tests.rules import RETRY
+from tests.support.hostile import wildcard_robots_txt
+from tests.support.rules import RETRY
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 ROBOTS = b"""User-agent: ingest

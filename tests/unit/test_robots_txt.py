@@ -1,4 +1,4 @@
-"""app.fetch.robots.RobotsTxt against a mocked transport: what is read of robots.txt (cap,
+"""app.fetch.robots_reader.RobotsTxt against a mocked transport: what is read of robots.txt (cap,
 redirects, coding), how often (once per origin per TTL, one read for concurrent checks),
 where it is parsed (the extraction pool, whose deadline makes it unreachable), and the bound
 on an unreachable one. Times come from a clock the tests move."""
@@ -16,9 +16,9 @@ import pytest
 from app.content.extract import ExtractionLimits
 from app.fetch.fetcher import Fetcher, FetchLimits
 from app.fetch.pool import ExtractionPool, ExtractionTimeout, PoolSettings
-from app.fetch.robots import RobotsLimits, RobotsTxt
+from app.fetch.robots_reader import RobotsLimits, RobotsTxt
 from app.model import ErrorKind
-from app.robots import ROBOTS_UNREACHABLE, parse
+from app.rules.robots import ROBOTS_UNREACHABLE, parse
 from app.settings import DEFAULT_CONTENT_TYPES, DEFAULT_TRANSIENT_ERRORS
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

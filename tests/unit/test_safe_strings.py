@@ -1,12 +1,12 @@
-"""app.safe_strings and app.api.bodies: which strings can be stored, what a job's body may hold,
-and how stored JSON is made safe to send."""
+"""app.text.safe_strings and app.api.bodies: which strings can be stored, what a job's body
+may hold, and how stored JSON is made safe to send."""
 
 import json
 
 import pytest
 
 from app.api.bodies import METADATA_MAX_BYTES, bounded_metadata, text_only
-from app.safe_strings import is_text, shown, storable, storable_text
+from app.text.safe_strings import is_text, shown, storable, storable_text
 
 
 @pytest.mark.parametrize(

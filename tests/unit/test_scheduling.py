@@ -1,4 +1,4 @@
-"""app.scheduling: when a failure pauses a domain, and which candidates a claim takes."""
+"""app.rules.scheduling: when a failure pauses a domain, and which candidates a claim takes."""
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.model import Blocked, BlockReason
-from app.scheduling import (
+from app.rules.scheduling import (
     PASS_UNIT,
     Candidate,
     DomainState,

@@ -1,8 +1,8 @@
-"""The token bucket of submits per API key (app/api/submit_rate.py), on a fixed clock."""
+"""The token bucket of submits per API key (app/api/middleware/submit_rate.py), on a fixed clock."""
 
 import pytest
 
-from app.api.submit_rate import Bucket, SubmitRate, SubmitRateExceeded, take
+from app.api.middleware.submit_rate import Bucket, SubmitRate, SubmitRateExceeded, take
 
 
 def test_a_full_bucket_lets_a_submit_pass_and_takes_one_token_a_job():

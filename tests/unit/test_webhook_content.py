@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.webhooks import cut
+from app.worker.webhooks import cut
 
 
 @pytest.mark.parametrize(

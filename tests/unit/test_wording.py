@@ -1,11 +1,11 @@
-"""app.wording: counts that read right in the singular, short durations."""
+"""app.text.wording: counts that read right in the singular, short durations."""
 
 import sqlite3
 
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from app.wording import counted, error_line, seconds
+from app.text.wording import counted, error_line, seconds
 
 
 @pytest.mark.parametrize(

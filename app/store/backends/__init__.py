@@ -23,10 +23,10 @@ from typing import Any, Protocol, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.database_url import parsed
 from app.store.backends.postgres import PostgresBackend
 from app.store.backends.sqlite import SQLiteBackend
 from app.store.backends.writes import NewRows, Writes
+from app.text.database_url import parsed
 
 T = TypeVar("T")
 

@@ -35,10 +35,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from app.database_url import parsed
 from app.model import wake_payload
 from app.store.backends.postgres_listen import CONNECT_TIMEOUT_SECONDS, NOTIFY_CHANNEL, listening
 from app.store.backends.writes import InTurn, NewRows, Once, Writes
+from app.text.database_url import parsed
 
 log = logging.getLogger("ingest.store")
 

@@ -1,0 +1,169 @@
+"""The settings as each part reads them: made here once, from `Settings`, for the composition
+root (`app.runtime`), which hands each part its own view instead of the whole settings.
+
+A view is a small frozen dataclass defined beside the module that reads it, holding just the
+numbers that module decides with; no module below the root imports `Settings`, and a test
+builds a view with the numbers it depends on. This module only maps settings onto views:
+
+==================  ======================  ===============================================
+view                defined in              read by
+==================  ======================  ===============================================
+`RetryRules`        app/rules/policy.py           policy: the backoff formula, deferrals, pauses
+                                            (passed by the worker, the completer, webhooks)
+`ShareRules`        app/rules/scheduling.py       scheduling and the store's claim; the worker
+`RecordRules`       app/store/record.py     the store's record (through `Queue`)
+`FetchLimits`       app/fetch/fetcher.py    the fetcher, and robots.txt's reads
+`RobotsLimits`      app/fetch/robots_reader.py     robots.txt's cache (None: robots.txt ignored)
+`Batching`          app/worker/completer.py        the completer
+`WorkerRules`       app/worker/job_worker.py           the worker
+`DeliveryRules`     app/worker/webhooks.py         the webhook sender
+`Destinations`      app/fetch/guard.py      the SSRF guard: the API, fetcher and webhooks
+==================  ======================  ===============================================
+"""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.fetch.guard import Destinations
+from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.fetch.fetcher import FetchLimits
+    from app.fetch.robots_reader import RobotsLimits
+    from app.rules.policy import RetryRules
+    from app.rules.scheduling import ShareRules
+    from app.store.record import RecordRules
+    from app.worker.completer import Batching
+    from app.worker.job_worker import WorkerRules
+    from app.worker.webhooks import DeliveryRules
+
+
+@dataclass(frozen=True, slots=True)
+class PartSettings:
+    """Every part's view of one `Settings`."""
+
+    retry: "RetryRules"
+    shares: "ShareRules"
+    records: "RecordRules"
+    fetch: "FetchLimits"
+    robots: "RobotsLimits | None"
+    """None: robots.txt is ignored for every tenant (INGEST_ROBOTS_TXT=ignore, and no tenant
+    obeys it by INGEST_TENANT_ROBOTS_TXT)."""
+    batching: "Batching"
+    worker: "WorkerRules"
+    deliveries: "DeliveryRules"
+
+    @classmethod
+    def of(cls, settings: Settings) -> "PartSettings":
+        # Imported as views are made, not with this module: the root of an operator's
+        # command (`app.cli.runner`) parses the destinations here and builds no worker, so
+        # it loads none of the fetcher's, the worker's and the webhooks' modules.
+        from app.content.extract import ExtractionLimits
+        from app.content.hostile import PageCaps
+        from app.fetch.fetcher import FetchLimits
+        from app.fetch.pool import PoolSettings
+        from app.fetch.robots_reader import RobotsLimits
+        from app.rules.policy import RetryRules
+        from app.rules.scheduling import ShareRules
+        from app.store.record import RecordRules
+        from app.worker.completer import Batching
+        from app.worker.job_worker import WorkerRules
+        from app.worker.webhooks import DeliveryRules
+
+        obey = settings.robots_txt == "obey"
+        tenants_obey = {t: rule == "obey" for t, rule in settings.tenant_robots_txt.items()}
+        # robots.txt is read, and its Crawl-delay honoured, as soon as one tenant obeys it.
+        anyone_obeys = obey or any(tenants_obey.values())
+        return cls(
+            retry=RetryRules(
+                backoff_base_seconds=settings.backoff_base_seconds,
+                backoff_max_seconds=settings.backoff_max_seconds,
+                backoff_jitter=settings.backoff_jitter,
+                max_deferrals=settings.max_deferrals,
+                retry_after_max_seconds=settings.retry_after_max_seconds,
+                domain_failure_threshold=settings.domain_failure_threshold,
+            ),
+            shares=ShareRules(
+                domain_max_in_flight=settings.domain_max_in_flight,
+                domain_min_interval_seconds=settings.domain_min_interval_seconds,
+                robots_crawl_delay_max_seconds=(
+                    settings.robots_crawl_delay_max_seconds if anyone_obeys else None
+                ),
+                tenant_max_in_flight=settings.tenant_max_in_flight,
+                tenant_weights=settings.tenant_weights,
+            ),
+            records=RecordRules(
+                content_versions=settings.content_versions,
+                webhook_max_attempts=settings.webhook_max_attempts,
+            ),
+            fetch=FetchLimits(
+                connections=settings.worker_concurrency,
+                connect_timeout_seconds=settings.connect_timeout_seconds,
+                read_timeout_seconds=settings.read_timeout_seconds,
+                fetch_timeout_seconds=settings.fetch_timeout_seconds,
+                max_redirects=settings.max_redirects,
+                max_body_bytes=settings.max_body_bytes,
+                allowed_content_types=settings.allowed_content_types,
+                user_agent=settings.user_agent,
+                transient_errors=settings.transient_errors,
+                transient_status_codes=settings.transient_status_codes,
+                extraction=PoolSettings(
+                    processes=settings.extraction_processes,
+                    timeout_seconds=settings.extract_timeout_seconds,
+                    memory_mb=settings.extract_memory_mb,
+                    limits=ExtractionLimits(
+                        pdf_max_pages=settings.pdf_max_pages,
+                        page=PageCaps(
+                            elements=settings.extract_max_elements,
+                            attributes=settings.extract_max_attributes,
+                            attributes_per_element=settings.extract_max_attributes_per_element,
+                        ),
+                    ),
+                    tenant_weights=settings.tenant_weights,
+                ),
+            ),
+            robots=RobotsLimits(
+                cache_seconds=settings.robots_cache_seconds,
+                max_bytes=settings.robots_max_bytes,
+                unreachable_max_seconds=settings.robots_unreachable_max_seconds,
+                obey=obey,
+                tenants=tenants_obey,
+            )
+            if anyone_obeys
+            else None,
+            batching=Batching(
+                slots=settings.worker_concurrency,
+                record_delay_seconds=settings.record_delay_seconds,
+                lease_seconds=settings.lease_seconds,
+                storage_quota_bytes=settings.tenant_max_storage_bytes,
+            ),
+            worker=WorkerRules(
+                concurrency=settings.worker_concurrency,
+                prefetch=settings.prefetch,
+                prefetch_seconds=settings.worker_prefetch_seconds,
+                lease_seconds=settings.lease_seconds,
+                poll_interval_seconds=settings.poll_interval_seconds,
+                shutdown_grace_seconds=settings.shutdown_grace_seconds,
+                retention_days=settings.retention_days,
+            ),
+            deliveries=DeliveryRules(
+                secret=settings.webhook_secret,
+                timeout_seconds=settings.webhook_timeout_seconds,
+                lease_seconds=settings.lease_seconds,
+                content_max_bytes=settings.webhook_content_max_bytes,
+                poll_interval_seconds=settings.poll_interval_seconds,
+                transient_errors=settings.transient_errors,
+                transient_status_codes=settings.transient_status_codes,
+            ),
+        )
+
+
+def destinations_of(settings: Settings) -> Destinations:
+    """Where fetches and callbacks may go, parsed once per process: a long
+    INGEST_BLOCKED_HOSTS takes milliseconds."""
+    return Destinations.parse(
+        settings.allow_private_networks,
+        settings.allowed_ports,
+        settings.allowed_hosts,
+        settings.blocked_hosts,
+    )

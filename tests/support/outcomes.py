@@ -1,0 +1,47 @@
+"""Outcomes for store tests, built as the worker builds them (`app.rules.policy`), and the two
+worker steps a test drives by hand: recording outcomes and taking back expired leases."""
+
+from datetime import datetime
+
+from app.model import (
+    AttemptOutcome,
+    Complete,
+    Failure,
+    Fetched,
+    Lease,
+    MarkDead,
+    Outcome,
+    Reschedule,
+    Transition,
+)
+from app.rules import policy
+from app.store.queue import Queue
+
+
+def succeeded(lease: Lease, fetched: Fetched, duration_ms: int = 1) -> Outcome:
+    return Outcome(
+        lease, Complete(fetched), AttemptOutcome.SUCCEEDED, duration_ms, Transition.SUCCEEDED
+    )
+
+
+def failed(lease: Lease, decision: Reschedule | MarkDead, duration_ms: int = 1) -> Outcome:
+    failure = decision.failure
+    assert isinstance(failure, Failure)
+    return Outcome(
+        lease, decision, AttemptOutcome(failure.kind), duration_ms, policy.failed(decision)
+    )
+
+
+async def record(queue: Queue, outcome: Outcome, now: datetime) -> bool:
+    """Record one outcome; whether it was (False: its lease had been taken back)."""
+    return bool((await queue.record([outcome], now)).outcomes)
+
+
+async def take_back_expired(queue: Queue, now: datetime) -> list[Outcome]:
+    """What a worker's tick does with expired leases; the outcomes recorded."""
+    outcomes = [policy.expired(lease, now) for lease in (await queue.overdue(now)).expired]
+    return (await queue.record(outcomes, now)).outcomes
+
+
+def is_dead(outcome: Outcome) -> bool:
+    return isinstance(outcome.decision, MarkDead)
