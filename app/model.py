@@ -4,9 +4,6 @@ fetch returns, what policy decides and what the store records.
 Frozen dataclasses and string enums, nothing else: every other module may import this one,
 and this one imports nothing of the service. Stored as plain strings in both databases,
 hence `StrEnum`.
-
-Why one module past 400 lines: declarations only, each with the docstring that says who
-sets it and who reads it; a vocabulary split over files would have to import itself.
 """
 
 import builtins

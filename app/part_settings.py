@@ -3,22 +3,8 @@ root (`app.runtime`), which hands each part its own view instead of the whole se
 
 A view is a small frozen dataclass defined beside the module that reads it, holding just the
 numbers that module decides with; no module below the root imports `Settings`, and a test
-builds a view with the numbers it depends on. This module only maps settings onto views:
-
-==================  ======================  ===============================================
-view                defined in              read by
-==================  ======================  ===============================================
-`RetryRules`        app/rules/policy.py           policy: the backoff formula, deferrals, pauses
-                                            (passed by the worker, the completer, webhooks)
-`ShareRules`        app/rules/scheduling.py       scheduling and the store's claim; the worker
-`RecordRules`       app/store/record.py     the store's record (through `Queue`)
-`FetchLimits`       app/fetch/fetcher.py    the fetcher, and robots.txt's reads
-`RobotsLimits`      app/fetch/robots_reader.py     robots.txt's cache (None: robots.txt ignored)
-`Batching`          app/worker/completer.py        the completer
-`WorkerRules`       app/worker/job_worker.py           the worker
-`DeliveryRules`     app/worker/webhooks.py         the webhook sender
-`Destinations`      app/fetch/guard.py      the SSRF guard: the API, fetcher and webhooks
-==================  ======================  ===============================================
+builds a view with the numbers it depends on. This module only maps settings onto views
+(which view is defined where, and who reads it: `PartSettings`).
 """
 
 from dataclasses import dataclass
@@ -35,12 +21,30 @@ if TYPE_CHECKING:
     from app.store.record import RecordRules
     from app.worker.completer import Batching
     from app.worker.job_worker import WorkerRules
+    from app.worker.maintenance import MaintenanceRules
     from app.worker.webhooks import DeliveryRules
 
 
 @dataclass(frozen=True, slots=True)
 class PartSettings:
-    """Every part's view of one `Settings`."""
+    """Every part's view of one `Settings`:
+
+    ================== ========================== ===============================================
+    view               defined in                 read by
+    ================== ========================== ===============================================
+    `RetryRules`       app/rules/policy.py        policy: the backoff formula, deferrals, pauses
+                                                  (passed by the worker, the completer, webhooks)
+    `ShareRules`       app/rules/scheduling.py    scheduling and the store's claim; the worker
+    `RecordRules`      app/store/record.py        the store's record (through `Queue`)
+    `FetchLimits`      app/fetch/fetcher.py       the fetcher, and robots.txt's reads
+    `RobotsLimits`     app/fetch/robots_reader.py robots.txt's cache (None: robots.txt ignored)
+    `Batching`         app/worker/completer.py    the completer
+    `WorkerRules`      app/worker/job_worker.py   the worker
+    `MaintenanceRules` app/worker/maintenance.py  the maintenance service
+    `DeliveryRules`    app/worker/webhooks.py     the webhook sender
+    `Destinations`     app/fetch/guard.py         the SSRF guard: the API, fetcher and webhooks
+    ================== ========================== ===============================================
+    """
 
     retry: "RetryRules"
     shares: "ShareRules"
@@ -51,6 +55,7 @@ class PartSettings:
     obeys it by INGEST_TENANT_ROBOTS_TXT)."""
     batching: "Batching"
     worker: "WorkerRules"
+    maintenance: "MaintenanceRules"
     deliveries: "DeliveryRules"
 
     @classmethod
@@ -68,6 +73,7 @@ class PartSettings:
         from app.store.record import RecordRules
         from app.worker.completer import Batching
         from app.worker.job_worker import WorkerRules
+        from app.worker.maintenance import MaintenanceRules
         from app.worker.webhooks import DeliveryRules
 
         obey = settings.robots_txt == "obey"
@@ -144,6 +150,10 @@ class PartSettings:
                 lease_seconds=settings.lease_seconds,
                 poll_interval_seconds=settings.poll_interval_seconds,
                 shutdown_grace_seconds=settings.shutdown_grace_seconds,
+            ),
+            maintenance=MaintenanceRules(
+                lease_seconds=settings.lease_seconds,
+                poll_interval_seconds=settings.poll_interval_seconds,
                 retention_days=settings.retention_days,
             ),
             deliveries=DeliveryRules(
@@ -160,7 +170,7 @@ class PartSettings:
 
 def destinations_of(settings: Settings) -> Destinations:
     """Where fetches and callbacks may go, parsed once per process: a long
-    INGEST_BLOCKED_HOSTS takes milliseconds."""
+    INGEST_BLOCKED_HOSTS is slow to parse (docs/design/fetch.md)."""
     return Destinations.parse(
         settings.allow_private_networks,
         settings.allowed_ports,

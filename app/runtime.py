@@ -1,21 +1,17 @@
 """The running service, built in one place: the only composition root.
 
 `Runtime.build(settings)` makes the database and the stores and, when the process runs a
-worker, the fetcher, the job worker and the webhook sender, each handed what it needs at
-construction (nothing is patched in afterwards). `start()` sets them going: LISTEN for
-other processes' submits, the worker, the sender; `stop()` stops them in reverse and lets
-the in-flight jobs finish or hands them back. The FastAPI lifespan (`app.api.app`) and
-`ingest worker` (`app.cli`) both run a `Runtime`, so both run the same system; the
-operators' commands (`app.cli.runner`) take their database and stores from one too.
+worker, the fetcher, the job worker, the maintenance service beside it and the webhook
+sender, each handed what it needs at construction (nothing is patched in afterwards).
+`start()` sets them going, with LISTEN for other processes' submits; `stop()` stops them in
+reverse. The FastAPI lifespan (`app.api.app`), `ingest worker` (`app.cli`) and the
+operators' commands (`app.cli.runner`) all take their system from a `Runtime`.
 
-The worker and the sender run on an event loop of their own, in a thread (`Background`),
-with their own connections to the same database (`Database.beside`): 32 fetches at full
-speed keep a loop busy, and an API request sharing it would wait behind their callbacks
-(POST /jobs p99 150-360 ms while draining when they shared one; docs/benchmarks.md). Calls
-between the two loops are few and named here: a submit wakes the worker, a stop stops it.
-With INGEST_WORKER_PROCESS, `ingest serve` runs no worker of its own: it starts, wakes and
-stops one in a child process (`app.worker.process`), which runs a `Runtime` of its own, as
-`ingest worker` does.
+The loops run on an event loop of their own, in a thread (`Background`), with their own
+connections to the same database (`Database.beside`), so an API request does not wait
+behind the fetches' callbacks (docs/design/worker.md). Calls between the two loops are few
+and named here: a submit wakes the worker, a stop stops it. With INGEST_WORKER_PROCESS,
+`ingest serve` runs its worker in a child process instead (`app.worker.process`).
 """
 
 import asyncio
@@ -48,6 +44,7 @@ if TYPE_CHECKING:
     from app.fetch.fetcher import Fetcher
     from app.observability.metrics import Metrics
     from app.worker.job_worker import Worker
+    from app.worker.maintenance import Maintenance
     from app.worker.webhooks import Deliverer
 
 log = logging.getLogger("ingest.runtime")
@@ -56,7 +53,8 @@ T = TypeVar("T")
 
 
 class Background:
-    """An event loop running in a thread of its own, for the worker and the sender."""
+    """An event loop running in a thread of its own, for the worker, its chores and the
+    sender."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -117,6 +115,7 @@ class Runtime:
     worker_database: Database | None = None
     fetcher: "Fetcher | None" = None
     worker: "Worker | None" = None
+    maintenance: "Maintenance | None" = None
     deliverer: "Deliverer | None" = None
     worker_process: WorkerProcess | None = None
     _running: list[asyncio.Task[None]] = field(default_factory=list)
@@ -133,11 +132,11 @@ class Runtime:
         resolver: Resolver = system_resolver,
         operator: bool = False,
     ) -> "Runtime":
-        """The system for `settings`; with `run_worker`, a job worker and a webhook sender,
-        in this process or, `in_a_process`, in a child (`app.worker.process`). `clock` and
-        `resolver` (the SSRF guard's DNS) are there for tests to replace. For an `operator`'s
-        command (`app.cli.runner`), submits, retries and refreshes are not held to
-        INGEST_TENANT_MAX_PENDING."""
+        """The system for `settings`; with `run_worker`, a job worker (with the maintenance
+        service beside it) and a webhook sender, in this process or, `in_a_process`, in a
+        child (`app.worker.process`). `clock` and `resolver` (the SSRF guard's DNS) are
+        there for tests to replace. For an `operator`'s command (`app.cli.runner`), submits,
+        retries and refreshes are not held to INGEST_TENANT_MAX_PENDING."""
         database = Database(settings.database_url, settings.database_pool_size)
         # Parsed once (a long INGEST_BLOCKED_HOSTS takes milliseconds): the API's checks, the
         # fetcher's guard and the webhooks' guard share it.
@@ -179,8 +178,10 @@ class Runtime:
         if run_worker and child is None:
             from app.fetch.fetcher import Fetcher
             from app.fetch.robots_reader import RobotsTxt
+            from app.store.maintenance import MaintenanceStore
             from app.store.queue import Queue
             from app.worker.job_worker import Worker
+            from app.worker.maintenance import Maintenance
             from app.worker.webhooks import Deliverer
 
             # The parts below take their own view of the settings, never the whole.
@@ -190,7 +191,7 @@ class Runtime:
                 views.fetch, resolver=resolver, destinations=destinations
             )
             robots = RobotsTxt(fetcher, views.robots, clock) if views.robots else None
-            runtime.worker = Worker(
+            worker = runtime.worker = Worker(
                 Queue(beside, views.shares, views.records),
                 fetcher,
                 views.worker,
@@ -199,6 +200,14 @@ class Runtime:
                 views.retry,
                 clock,
                 robots=robots,
+            )
+            runtime.maintenance = Maintenance(
+                MaintenanceStore(beside),
+                views.maintenance,
+                worker.completer,
+                clock,
+                worker.id,
+                wake=worker.notify,
             )
             runtime.deliverer = Deliverer(
                 DeliveryStore(beside),
@@ -213,8 +222,8 @@ class Runtime:
         return runtime
 
     async def start(self, metrics: "Metrics") -> None:
-        """Start the worker and the sender (if any) on their own loop, counting their events
-        into `metrics`; return once they run. A worker process: start it."""
+        """Start the worker, its chores and the sender (if any) on their own loop, counting
+        their events into `metrics`; return once they run. A worker process: start it."""
         if self.worker_process is not None:
             self.worker_process.start()
         if self.worker is None:
@@ -223,20 +232,21 @@ class Runtime:
         await self.background.run(self._start_background(metrics))
 
     async def _start_background(self, metrics: "Metrics") -> None:
-        assert self.worker and self.deliverer and self.worker_database
+        assert self.worker and self.maintenance and self.deliverer and self.worker_database
         # Other processes' submits wake this worker through the database (PostgreSQL).
         listening = self.worker_database.backend.listen(
             self.worker.submitted, self.settings.listen_database_url
         )
         await self._listening.enter_async_context(listening)
         # The extraction processes start beside the worker's first claims, not in the way of
-        # the first page that needs them (starting them costs about a second).
+        # the first page that needs them (starting them takes a while: docs/design/worker.md).
         assert self.fetcher is not None
         asyncio.get_running_loop().run_in_executor(None, self.fetcher.extraction.warm)
         counting = observability.counting_into(metrics)
         self._running = [
             asyncio.create_task(self.worker.run(), name="worker", context=counting),
             asyncio.create_task(self.deliverer.run(), name="webhooks", context=counting),
+            asyncio.create_task(self.maintenance.run(), name="maintenance", context=counting),
         ]
 
     async def wait(self) -> None:
@@ -254,15 +264,17 @@ class Runtime:
         self.jobs.on_submit(priority)
 
     def stop_worker(self) -> None:
-        """Stop claiming (from any thread: a signal handler may call this); `stop` finishes
-        the rest."""
+        """Stop claiming, and the chores beside it (from any thread: a signal handler may
+        call this); `stop` finishes the rest."""
         if self.worker is not None:
             self.background.call(self.worker.stop)
+        if self.maintenance is not None:
+            self.background.call(self.maintenance.stop)
 
     async def stop(self) -> None:
-        """Stop in reverse: the sender (what is owed waits in its table), the worker (its
-        in-flight jobs finish or are handed back), LISTEN, the fetcher, their loop, the
-        database. A worker process: stop it first."""
+        """Stop in reverse: the chores, the sender (what is owed waits in its table), the
+        worker (its in-flight jobs finish or are handed back), LISTEN, the fetcher, their
+        loop, the database. A worker process: stop it first."""
         if self.worker_process is not None:
             await self.worker_process.stop()
         if self.worker is not None:
@@ -271,7 +283,9 @@ class Runtime:
         await self.database.dispose()
 
     async def _stop_background(self) -> None:
-        assert self.worker and self.deliverer and self.fetcher and self.worker_database
+        assert self.worker and self.maintenance and self.deliverer
+        assert self.fetcher and self.worker_database
+        self.maintenance.stop()
         self.deliverer.stop()
         self.worker.stop()
         for task in reversed(self._running):

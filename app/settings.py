@@ -1,10 +1,8 @@
 """Settings: every knob of the service, read from `INGEST_*` variables or `.env`.
 
 Built once by the CLI or by `create_app` and passed down as a plain value; there is no
-module-level instance, so tests build their own.
-
-Why one module past 300 lines: one field per knob, each with the description that README's
-table and .env.example carry, and beside them the checks that tie knobs together.
+module-level instance, so tests build their own. Each field's description is the user
+documentation: docs/reference/settings.md and .env.example are generated from it.
 """
 
 import ipaddress
@@ -497,7 +495,7 @@ class Settings(BaseSettings):
         "parsed; the job is dead (UnparseableContent, hostile page).",
     )
 
-    # Safe fetching: the SSRF guard (app/guard.py) and what is kept of a fetched body
+    # Safe fetching: the SSRF guard (app/fetch/guard.py) and what is kept of a fetched body
     allow_private_networks: bool = Field(
         False,
         description="Let fetches reach loopback, private, link-local and every other "

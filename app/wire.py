@@ -23,7 +23,7 @@ from app.model import (
 )
 from app.settings import Settings
 from app.store.counts import TENANTS_SHOWN, TenantLoad
-from app.store.jobs import SCHEDULED_COUNTED, Stats
+from app.store.jobs.reads import SCHEDULED_COUNTED, Stats
 from app.store.reads import Content, Part
 from app.store.tables import Attempt, Job
 from app.store.workers import WorkerSeen, WorkerState

@@ -3,6 +3,7 @@ minute by how they ended, their queue lag (written by the claim), and one GROUP 
 `ix_attempts_finished`."""
 
 import hashlib
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -25,7 +26,7 @@ NOW = datetime(2026, 11, 30, 3, 12, 40, tzinfo=UTC)
 
 
 @pytest.fixture
-async def database(database_url) -> Database:
+async def database(database_url) -> AsyncIterator[Database]:
     database = Database(database_url)
     yield database
     await database.dispose()
@@ -88,7 +89,7 @@ async def test_refreshes_that_find_the_content_as_it_was_are_unchanged_not_dead(
     for job in jobs:
         await JobStore(database, lambda: again).refresh(job.id)
     leases = sorted(await queue.claim("w", 3, again, 60), key=lambda lease: lease.url)
-    results = [
+    results: list[Fetched | Unmodified] = [
         Unmodified(AttemptOutcome.NOT_MODIFIED, 304, None, None),
         page(leases[1].url, "old"),
         page(leases[2].url, "new"),

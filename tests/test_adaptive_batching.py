@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from app.store.backends.sqlite_wake_sockets import WakeSockets
+from app.store.backends.sqlite.wake_sockets import WakeSockets
 from tests.chaos.kit import Ledger, started
 from tests.conftest import eventually, running_app, submit, wait_for_status
 from tests.support.processes import READY

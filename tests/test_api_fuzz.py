@@ -11,7 +11,7 @@ own serialization and sent as bytes, so what the app receives is what Schemathes
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -63,8 +63,9 @@ class LiveApp:
         )
         prepared = requests.Request(**_requests_arguments(kwargs)).prepare()
         assert prepared.url is not None and prepared.method is not None
+        body = cast(bytes | str | None, prepared.body)  # a case's body, prepared: never a stream
         return self.portal.call(
-            _request, self.client, prepared.method, prepared.url, prepared.headers, prepared.body
+            _request, self.client, prepared.method, prepared.url, prepared.headers, body
         )
 
 

@@ -2,7 +2,7 @@
 domain, a retry_after to come, a domain at its limit or inside its interval, a tenant at
 its limit. One query for a list of any length; the same in the API's JSON."""
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -26,7 +26,7 @@ def new(domain: str, i: int = 0, **fields) -> NewJob:
 
 
 @pytest.fixture
-async def database(database_url) -> Database:
+async def database(database_url) -> AsyncIterator[Database]:
     database = Database(database_url)
     yield database
     await database.dispose()

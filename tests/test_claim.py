@@ -18,7 +18,7 @@ from app.store.claim import claim_in
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import STAGING_INTERVAL, Queue
-from app.store.tables import Domain, Tenant, domains, new_domain
+from app.store.tables import domains, new_domain, tenants
 from app.store.tables import jobs as jobs_table
 from tests.support.outcomes import record, succeeded
 from tests.support.stores import NOW, RESULT, new, open_stores
@@ -160,7 +160,6 @@ async def test_blocked_tenants_do_not_hold_up_a_due_one(stores, job_fields, doma
     await jobs.submit(blocked)
     due = (await jobs.submit([new(tenant="z")]))[0]
     if domain_row:
-        domains = Domain.__table__
         block = sa.update(domains).where(domains.c.domain == "blocked.test").values(**domain_row)
         await queue.db.transact(lambda conn: conn.execute(block))
     claimed = await queue.claim("w", 2, NOW + timedelta(seconds=1), 60)
@@ -198,7 +197,6 @@ async def test_a_claim_records_the_tenants_turn_order(stores):
     await jobs.submit([new("/a", tenant="a"), new("/b", tenant="b", priority=5)])
     at = NOW + timedelta(seconds=1)
     assert 2 == len(await queue.claim("w", 2, at, 60))
-    tenants = Tenant.__table__
     async with queue.db.read() as conn:
         served = {row.tenant: row.last_served_at for row in await conn.execute(sa.select(tenants))}
     assert {"b": at, "a": at + timedelta(microseconds=1)} == served

@@ -1,11 +1,13 @@
 """Stored content: written with the success, removed by retention, on both backends."""
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from app.part_settings import PartSettings
-from app.store.queue import Overdue
+from app.store.maintenance import MaintenanceStore, Overdue
 from app.store.record import Recorded
-from app.worker.job_worker import PRUNE_INTERVAL, Worker
+from app.worker.completer import Completer
+from app.worker.maintenance import PRUNE_INTERVAL, Maintenance
 from tests.conftest import running_app, wait_for_status
 from tests.support.stores import queue_on
 from tests.support.webserver import Reply
@@ -21,9 +23,9 @@ async def test_retention_removes_content_with_its_job(make_settings, web):
         )
         queue = queue_on(app.state.runtime.database, app.state.runtime.settings)
         finished = datetime.fromisoformat(job["finished_at"])
-        kept = await queue.prune(finished - timedelta(seconds=1))
+        kept = await MaintenanceStore(queue.db).prune(finished - timedelta(seconds=1))
         before = await client.get(f"/jobs/{job['id']}/content")
-        pruned = await queue.prune(finished + timedelta(seconds=1))
+        pruned = await MaintenanceStore(queue.db).prune(finished + timedelta(seconds=1))
         after = await client.get(f"/jobs/{job['id']}/text")
         gone = await client.get(f"/jobs/{job['id']}")
     assert (0, 200, body) == (kept, before.status_code, before.content)
@@ -91,12 +93,13 @@ class PruningQueue:
         return 0
 
 
-def pruning_worker(queue: PruningQueue, settings, clock) -> Worker:
-    """A worker on `queue`, no fetcher, with the views the composition root makes of
-    `settings`."""
+def pruning_maintenance(queue: PruningQueue, settings, clock) -> Maintenance:
+    """The maintenance service on `queue` (as its store and its completer's queue), with the
+    views the composition root makes of `settings`."""
     views = PartSettings.of(settings)
-    shares, retry = views.shares, views.retry
-    return Worker(queue, None, views.worker, views.batching, shares, retry, clock=clock)
+    port: Any = queue
+    completer = Completer(port, views.batching, views.retry, clock)
+    return Maintenance(port, views.maintenance, completer, clock, "w")
 
 
 async def test_worker_prunes_at_the_retention_age(make_settings):
@@ -105,12 +108,12 @@ async def test_worker_prunes_at_the_retention_age(make_settings):
     now = datetime(2026, 11, 30, tzinfo=UTC)
     clock = [now]
     queue = PruningQueue()
-    worker = pruning_worker(queue, make_settings(retention_days=7), lambda: clock[0])
+    maintenance = pruning_maintenance(queue, make_settings(retention_days=7), lambda: clock[0])
 
-    await worker.tick()  # just started: not yet
+    await maintenance.tick()  # just started: not yet
     clock[0] = now + PRUNE_INTERVAL
-    await worker.tick()
-    await worker.tick()  # within the next interval: nothing
+    await maintenance.tick()
+    await maintenance.tick()  # within the next interval: nothing
 
     assert [now + PRUNE_INTERVAL - timedelta(days=7)] == queue.cutoffs
     assert [now + PRUNE_INTERVAL] == queue.domain_prunes
@@ -121,10 +124,10 @@ async def test_zero_retention_keeps_content_forever(make_settings):
     now = datetime(2026, 11, 30, tzinfo=UTC)
     clock = [now]
     queue = PruningQueue()
-    worker = pruning_worker(queue, make_settings(retention_days=0), lambda: clock[0])
+    maintenance = pruning_maintenance(queue, make_settings(retention_days=0), lambda: clock[0])
 
     for step in range(3):
         clock[0] = now + step * PRUNE_INTERVAL
-        await worker.tick()
+        await maintenance.tick()
 
     assert ([], []) == (queue.cutoffs, queue.domain_prunes)

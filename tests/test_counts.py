@@ -35,7 +35,7 @@ async def kept(store: JobStore, tenant: str | None = None) -> dict[str, int]:
 
 async def change_rows(database: Database) -> int:
     async with database.read() as conn:
-        return (await conn.execute(sa.select(sa.func.count()).select_from(job_counts))).scalar()
+        return (await conn.execute(sa.select(sa.func.count()).select_from(job_counts))).scalar_one()
 
 
 async def test_the_kept_counts_are_the_counted_ones_after_every_change(database_url):

@@ -20,7 +20,7 @@ from app.api.dashboard.pages import duration, relative
 from app.api.dashboard.routes import presented_key
 from app.clock import utc_now
 from app.settings import Settings
-from app.store.tables import Domain
+from app.store.tables import domains
 from app.text.wording import SHORT_ID, distinct_prefix
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.support.webserver import Reply, ScriptedServer
@@ -57,7 +57,6 @@ async def seed(make_settings: Callable[..., Settings], web: ScriptedServer) -> S
             return job["attempts"] == 1 and job["retry_after"] is not None
 
         await eventually(backing_off)
-        domains = Domain.__table__
         pause = (
             sa.update(domains)
             .where(domains.c.domain == PAUSED_DOMAIN)
@@ -177,9 +176,7 @@ async def test_resume_button_clears_the_pause(make_settings, web):
         shown = [await banner(client, answer) for answer in (response, missing)]
         async with app.state.runtime.database.read() as conn:
             row = (
-                await conn.execute(
-                    sa.select(Domain.__table__).where(Domain.__table__.c.domain == PAUSED_DOMAIN)
-                )
+                await conn.execute(sa.select(domains).where(domains.c.domain == PAUSED_DOMAIN))
             ).one()
     assert [f"Domain {PAUSED_DOMAIN} resumed.", "No domain nowhere.example."] == shown
     assert f'action="/dashboard/domains/{PAUSED_DOMAIN}/resume"' not in page

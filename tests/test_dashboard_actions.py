@@ -163,8 +163,11 @@ async def test_delete_all_dead_asks_first_then_deletes_those_of_the_filter(make_
         other_id = await dead_job(app.state.runtime, "other.example")
         overview = (await client.get("/dashboard", params={"domain": seeded.local_domain})).text
         link = re.search(r'href="(/dashboard/confirm/delete-dead[^"]*)"', overview)
+        assert link is not None
         confirm = (await client.get(unescape(link[1]))).text
-        action = unescape(re.search(r'action="(/dashboard/delete[^"]*)"', confirm)[1])
+        form = re.search(r'action="(/dashboard/delete[^"]*)"', confirm)
+        assert form is not None
+        action = unescape(form[1])
         done = await client.post(action)
         shown = await banner(client, done)
         left = [

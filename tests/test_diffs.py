@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import multiprocessing
 import random
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
@@ -84,7 +85,7 @@ def scheduled(monkeypatch) -> list[Any]:
     return futures
 
 
-def diff_processes() -> set[int]:
+def diff_processes() -> set[int | None]:
     return {p.pid for p in multiprocessing.active_children() if p.name == "pebble_pool_worker"}
 
 
@@ -180,7 +181,7 @@ async def test_a_diff_whose_client_left_is_killed(make_settings, scheduled):
         )
         await client.get(f"/jobs/{small}/versions/2/text", params={"diff": 1})
         (process,) = diff_processes()
-        sent: list[dict[str, Any]] = []
+        sent: list[MutableMapping[str, Any]] = []
         received = 0
 
         async def receive() -> dict[str, Any]:
@@ -191,7 +192,7 @@ async def test_a_diff_whose_client_left_is_killed(make_settings, scheduled):
             await eventually(lambda: _started(scheduled))
             return {"type": "http.disconnect"}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: MutableMapping[str, Any]) -> None:
             sent.append(message)
 
         await asyncio.wait_for(
@@ -216,7 +217,7 @@ async def test_diffs_in_flight_past_the_per_key_cap_answer_429(make_settings, sc
         diff_max_lines=10**6,
     )
     async with running_app(settings) as (app, client):
-        headers = auth(KEY)
+        headers: dict[str, Any] = auth(KEY)  # else mypy checks them against `markdowns`
         small = await job_with_versions(app, client, "a\nb", "a\nc", **headers)
         slow = await job_with_versions(
             app, client, quadratic(SLOW_LINES, 1), quadratic(SLOW_LINES, 2), **headers
@@ -236,7 +237,7 @@ async def test_diffs_in_flight_past_the_per_key_cap_answer_429(make_settings, sc
     assert scheduled[0].cancelled()
 
 
-async def _gone(pid: int) -> bool:
+async def _gone(pid: int | None) -> bool:
     return pid not in diff_processes()
 
 

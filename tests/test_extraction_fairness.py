@@ -69,7 +69,7 @@ async def test_a_jobs_body_waits_for_its_turn_as_its_tenants(make_settings, web,
     tenants: list[str] = []
     real_turn = ExtractionPool.turn
 
-    def turn(self: ExtractionPool, size: int, tenant: str):  # type: ignore[no-untyped-def]
+    def turn(self: ExtractionPool, size: int, tenant: str):
         tenants.append(tenant)
         return real_turn(self, size, tenant)
 

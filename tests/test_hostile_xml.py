@@ -10,6 +10,7 @@ import asyncio
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -43,7 +44,7 @@ async def test_megabytes_of_unclosed_xml_end_while_the_api_answers(
         for path, body in BODIES.items()
     ]
     args = ("--host", "127.0.0.1", "--port", "0")
-    settings = {
+    settings: dict[str, Any] = {
         "extract_processes": 1,
         "extract_timeout_seconds": 10,
         "max_attempts": 1,

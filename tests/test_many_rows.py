@@ -1,7 +1,7 @@
 """Writes of many rows at once (`Backend.updates`, `Backend.inserts`): every
 row written with its own values, types kept, whatever the count (SQLite splits the rows
 into statements of up to 256 rows; PostgreSQL sends one executemany). Reads of many rows
-(`all_rows`, one JSON row on SQLite): every row, of the types a plain read gives."""
+(`Backend.all_rows`, one JSON row on SQLite): every row, of the types a plain read gives."""
 
 import asyncio
 from datetime import UTC, datetime, timedelta
@@ -12,10 +12,9 @@ import pytest
 import sqlalchemy as sa
 
 from app.model import NewJob
-from app.store.backends.postgres_listen import NOTIFY_CHANNEL
-from app.store.backends.sqlite_many_rows import MAX_GIVEN_ROWS, _in_statements
+from app.store.backends.postgres.listen import NOTIFY_CHANNEL
+from app.store.backends.sqlite.many_rows import MAX_GIVEN_ROWS, _in_statements
 from app.store.database import Database
-from app.store.dialect import all_rows
 from app.store.jobs import JobStore
 from app.store.tables import domains, jobs, tenants
 
@@ -119,7 +118,10 @@ async def test_all_rows_reads_what_a_plain_read_does(database_url):
 
     def read(conn: sa.Connection) -> list[Any]:
         return [
-            (sorted(all_rows(conn, statement, params)), sorted(conn.execute(statement, params)))
+            (
+                sorted(backend.all_rows(conn, statement, params)),
+                sorted(conn.execute(statement, params)),
+            )
             for statement in (SOME_DOMAINS, SOME_DOMAINS_IN_TWO)
             for params in (names, {"names": ["none.test"]})
         ]
@@ -223,6 +225,7 @@ async def test_a_submit_is_one_round_trip_on_postgresql(pg_url, monkeypatch):
     try:
         async with database.read() as conn:
             listener = (await conn.get_raw_connection()).driver_connection
+            assert listener is not None
             await listener.add_listener(NOTIFY_CHANNEL, lambda *_: woken.set())
             sent.clear()
             await store.submit(new)

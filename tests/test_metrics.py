@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.api.app import create_app
 from app.api.routes import metrics as metrics_route
-from app.store.tables import Domain
+from app.store.tables import domains
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.support.webserver import Reply
 
@@ -114,7 +114,7 @@ async def test_queue_gauges_read_the_database_at_scrape_time(make_settings, web)
             later = (now[0] + timedelta(hours=1)).isoformat()
             await client.post("/jobs", json={"url": web.url("/later"), "not_before": later})
             now[0] += timedelta(seconds=42)
-            pause = sa.update(Domain.__table__).values(paused_until=now[0] + timedelta(minutes=5))
+            pause = sa.update(domains).values(paused_until=now[0] + timedelta(minutes=5))
             await app.state.runtime.database.transact(lambda conn: conn.execute(pause))
             samples = await scrape(client)
     assert 42 == samples[("ingest_oldest_due_job_age_seconds", ())]

@@ -77,6 +77,7 @@ async def test_with_api_keys_the_port_wants_an_admin_key(sqlite_template, tmp_pa
             await answer(f"{base}/metrics", key) for key in (None, "u" * 20, TENANT_KEY, ADMIN_KEY)
         ]
     assert [401, 401, 401, 200] == [scrape.status_code for scrape in scrapes if scrape]
+    assert scrapes[0] is not None and scrapes[-1] is not None
     assert "Bearer" == scrapes[0].headers["WWW-Authenticate"]
     assert "ingest_worker_up" in scrapes[-1].text
 
@@ -106,7 +107,7 @@ async def test_a_silent_connection_is_closed_after_the_timeout(sqlite_template, 
         finally:
             silent[1].close()
             halfway[1].close()
-    assert [b"", b""] == ends
+    assert [b"", b""] == list(ends)
 
 
 async def test_the_port_holds_a_bounded_number_of_connections(sqlite_template, tmp_path):

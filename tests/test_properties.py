@@ -259,7 +259,7 @@ ODD_VALUES = [
     b"chunked",
     b"0",
 ]
-values = st.one_of(st.binary(max_size=30).map(_line), st.sampled_from(ODD_VALUES))
+header_values = st.one_of(st.binary(max_size=30).map(_line), st.sampled_from(ODD_VALUES))
 named = st.sampled_from(
     [b"Retry-After", b"Content-Encoding", b"Content-Length", b"Transfer-Encoding", b"Set-Cookie"]
 )
@@ -267,8 +267,8 @@ named = st.sampled_from(
 locations = st.sampled_from([b"/elsewhere", b"http://[::1", b"", b"//", b"http://127.0.0.1:1/"])
 headers = st.lists(
     st.one_of(
-        st.tuples(st.text(TOKEN, min_size=1, max_size=10).map(str.encode), values),
-        st.tuples(named, values),
+        st.tuples(st.text(TOKEN, min_size=1, max_size=10).map(str.encode), header_values),
+        st.tuples(named, header_values),
         st.tuples(st.just(b"Location"), locations),
     ),
     max_size=4,
@@ -319,7 +319,7 @@ def _encoded(text: str, content_type: bytes) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
-bodies = st.one_of(st.binary(max_size=60), st.builds(lambda d: d, documents))
+answer_bodies = st.one_of(st.binary(max_size=60), st.builds(lambda d: d, documents))
 FRAMINGS = ["length", "close", "short", "long", "chunked"]
 
 
@@ -327,7 +327,7 @@ FRAMINGS = ["length", "close", "short", "long", "chunked"]
 def answers(draw: st.DrawFn) -> tuple[bytes, float]:
     """A whole answer's bytes, and how long the server waits before sending them."""
     content_type = draw(content_types)
-    body = draw(bodies)
+    body = draw(answer_bodies)
     if isinstance(body, str):
         body = _encoded(body, content_type)
     lines = [draw(mostly(st.just(b"HTTP/1.1 200 OK"), status_lines))]

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.fetch.pool import ExtractionPool
+from app.store.maintenance import MaintenanceStore
 from tests.conftest import eventually, running_app, submit, wait_for_status
 from tests.support.stores import queue_on
 from tests.support.webserver import Reply
@@ -311,6 +312,6 @@ async def test_retention_keeps_jobs_that_refresh_on_a_schedule(make_settings, we
         for job in (once, kept):
             await wait_for_status(client, job["id"], "succeeded")
         queue = queue_on(app.state.runtime.database, app.state.runtime.settings)
-        deleted = await queue.prune(datetime.now(UTC) + timedelta(days=1))
+        deleted = await MaintenanceStore(queue.db).prune(datetime.now(UTC) + timedelta(days=1))
         answers = [(await client.get(f"/jobs/{j['id']}")).status_code for j in (once, kept)]
     assert (1, [404, 200]) == (deleted, answers)

@@ -8,10 +8,13 @@ import sqlalchemy as sa
 
 from app.model import DeadReason, ErrorKind, Failure, Fetched, JobStatus, MarkDead, NewJob
 from app.store.database import Database
-from app.store.jobs import JobNotFound, JobStore, StateConflict
+from app.store.jobs import JobStore
+from app.store.jobs.errors import JobNotFound, StateConflict
+from app.store.maintenance import MaintenanceStore
 from app.store.queue import Queue
 from app.store.retention import prune_domains, prune_jobs
-from app.store.tables import Attempt, JobContent, JobRow, domains, new_domain
+from app.store.tables import attempts, contents, domains, new_domain
+from app.store.tables import jobs as jobs_table
 from tests.conftest import running_app
 from tests.support.outcomes import failed, record, succeeded
 from tests.support.stores import NOW, new, open_stores, queue_on
@@ -20,8 +23,6 @@ CUTOFF = NOW + timedelta(days=5)
 LATER = NOW + timedelta(days=10)
 RESULT = Fetched(200, "http://a.test/", "text/html", 4, "0" * 64, "t", 1, b"body", "t")
 FATAL = Failure(ErrorKind.FATAL, "HTTPStatus", "HTTP 404", 404)
-
-jobs_table = JobRow.__table__
 
 
 class Clock:
@@ -71,14 +72,14 @@ async def test_prune_deletes_old_succeeded_and_cancelled_jobs_only(store):
     clock.now = NOW  # submitted last so that no claim above takes it
     old_pending = (await jobs.submit([new("/old-pending")]))[0].id
 
-    deleted = await queue.prune(CUTOFF)
+    deleted = await MaintenanceStore(queue.db).prune(CUTOFF)
 
     kept = {old_dead, old_running, old_pending, new_ok, new_cancelled}
     assert 2 == deleted
     assert kept == await rows_of(queue.db, jobs_table, "id")
     # A running attempt has no row until it ends.
-    assert {old_dead, new_ok} == await rows_of(queue.db, Attempt.__table__, "job_id")
-    assert {new_ok} == await rows_of(queue.db, JobContent.__table__, "job_id")
+    assert {old_dead, new_ok} == await rows_of(queue.db, attempts, "job_id")
+    assert {new_ok} == await rows_of(queue.db, contents, "job_id")
     assert old_ok not in kept
 
 
@@ -87,7 +88,7 @@ async def test_dead_jobs_are_kept_at_any_age(store):
     jobs, queue, _ = store
     dead = await finish(jobs, queue, "/dead", "dead", NOW - timedelta(days=3650))
 
-    assert 0 == await queue.prune(CUTOFF)
+    assert 0 == await MaintenanceStore(queue.db).prune(CUTOFF)
     assert JobStatus.DEAD == (await jobs.get(dead)).status
 
 
@@ -101,8 +102,8 @@ async def test_a_job_finished_at_the_cutoff_is_not_pruned(store):
     (lease,) = await queue.claim("w", 1, NOW, 60)
     finished = NOW + timedelta(seconds=1)
     assert True is await record(queue, succeeded(lease, RESULT), finished)
-    assert 0 == await queue.prune(finished)
-    assert 1 == await queue.prune(finished + timedelta(microseconds=1))
+    assert 0 == await MaintenanceStore(queue.db).prune(finished)
+    assert 1 == await MaintenanceStore(queue.db).prune(finished + timedelta(microseconds=1))
 
 
 async def test_prune_works_in_batches_to_the_end(store, monkeypatch):
@@ -161,7 +162,7 @@ async def test_prune_domains_deletes_the_rows_no_job_names_and_nothing_else(stor
         busy_test={"in_flight": 1},
     )
 
-    deleted = await queue.prune_domains(NOW)
+    deleted = await MaintenanceStore(queue.db).prune_domains(NOW)
 
     kept = {"a.test", "b.test", "paused.test", "interval.test", "failing.test", "busy.test"}
     assert (2, kept) == (deleted, await rows_of(queue.db, domains, "domain"))
@@ -201,7 +202,7 @@ async def test_a_domain_row_that_got_a_job_since_it_was_read_stays(store, monkey
 
     monkeypatch.setattr(queue.db, "transact", submit_first)
 
-    assert 1 == await queue.prune_domains(NOW)
+    assert 1 == await MaintenanceStore(queue.db).prune_domains(NOW)
     assert {"a.test"} == await rows_of(queue.db, domains, "domain")
 
 
@@ -221,8 +222,8 @@ async def test_delete_only_terminal_jobs(store):
         await jobs.delete(ok)
 
     assert {running, pending} == await rows_of(queue.db, jobs_table, "id")
-    assert set() == await rows_of(queue.db, Attempt.__table__, "job_id")  # none until it ends
-    assert set() == await rows_of(queue.db, JobContent.__table__, "job_id")
+    assert set() == await rows_of(queue.db, attempts, "job_id")  # none until it ends
+    assert set() == await rows_of(queue.db, contents, "job_id")
 
 
 KEY_A = "a" * 20

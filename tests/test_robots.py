@@ -159,6 +159,7 @@ async def test_robots_txt_is_read_through_the_ssrf_guard(web: ScriptedServer):
     goes through the fetcher's guard (which refuses the page's own fetch too)."""
     settings = Settings(_env_file=None, robots_txt="obey", extract_processes=0)
     views = PartSettings.of(settings)
+    assert views.robots is not None
     fetcher = Fetcher(views.fetch, destinations=destinations_of(settings))
     try:
         check = await RobotsTxt(fetcher, views.robots, utc_now).check(web.url("/page"))

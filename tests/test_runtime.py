@@ -3,8 +3,10 @@ answers while the worker's loop is busy, and a submit still wakes the worker at 
 
 import asyncio
 import threading
+from typing import cast
 
 from app.fetch.fetcher import Fetcher
+from app.fetch.guard import GuardedTransport
 from app.model import DEFAULT_TENANT
 from app.runtime import Runtime
 from tests.conftest import eventually, running_app, submit, wait_for_status
@@ -62,6 +64,6 @@ def test_the_ssrf_rules_are_parsed_once_for_the_api_the_fetcher_and_the_webhooks
     every fetch client's guard and the webhooks' guard hold the same rules."""
     runtime = Runtime.build(make_settings(), run_worker=True)
     assert runtime.fetcher is not None and runtime.deliverer is not None
-    guards = [client._transport for client in runtime.fetcher.clients]
-    guards.append(runtime.deliverer.client._transport)
+    guards = [cast(GuardedTransport, client._transport) for client in runtime.fetcher.clients]
+    guards.append(cast(GuardedTransport, runtime.deliverer.client._transport))
     assert all(guard.destinations is runtime.destinations for guard in guards)

@@ -10,7 +10,8 @@ from app.cli import cli
 from app.clock import utc_now
 from app.model import NewJob
 from app.store.database import Database
-from app.store.jobs import AmbiguousId, JobNotFound, JobStore
+from app.store.jobs import JobStore
+from app.store.jobs.errors import AmbiguousId, JobNotFound
 from app.store.tables import jobs
 from tests.test_cli import one_line_error
 

@@ -51,7 +51,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import app.store.jobs
+import app.store.jobs.rows
 from app.model import (
     FINISHED,
     Complete,
@@ -61,6 +61,7 @@ from app.model import (
     Fetched,
     JobStatus,
     Lease,
+    MarkDead,
     NewJob,
     Outcome,
     Reschedule,
@@ -70,7 +71,9 @@ from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.domains import DomainStore
-from app.store.jobs import JobStore, StateConflict
+from app.store.jobs import JobStore
+from app.store.jobs.errors import StateConflict
+from app.store.maintenance import MaintenanceStore
 from app.store.tables import attempts, contents, domains, jobs, tenants
 from tests.conftest import _truncate
 from tests.support.stores import queue_on
@@ -167,7 +170,7 @@ class QueueMachine(RuleBasedStateMachine):
         def numbered() -> str:
             return str(uuid.UUID(int=next(numbers)))
 
-        self.numbered_ids = mock.patch.object(app.store.jobs, "new_job_id", numbered)
+        self.numbered_ids = mock.patch.object(app.store.jobs.rows, "new_job_id", numbered)
         self.numbered_ids.start()
         self.broken = False
         self.now = START
@@ -234,13 +237,14 @@ class QueueMachine(RuleBasedStateMachine):
 
     # ---- the worker's steps ------------------------------------------------------------
 
-    @initialize(**NEW_JOBS)
+    # mypy cannot match a ** of a dict against the overloads' `target`, `targets`
+    @initialize(**NEW_JOBS)  # type: ignore[call-overload]
     @step
     def first_jobs(self, **job: Any) -> None:
         """Every example starts with work: without it most steps would find nothing to do."""
         self.submit(**job)
 
-    @rule(**NEW_JOBS)
+    @rule(**NEW_JOBS)  # type: ignore[call-overload]
     @step
     def submit(
         self,
@@ -309,6 +313,7 @@ class QueueMachine(RuleBasedStateMachine):
         if isinstance(decision, Complete):
             self.model[lease.id] = replace(before, status=JobStatus.SUCCEEDED, finished_at=self.now)
             return
+        assert isinstance(decision, Reschedule | MarkDead)
         attempts = lease.attempt - (0 if decision.spends_attempt else 1)
         if isinstance(decision, Reschedule):
             self.model[lease.id] = replace(
@@ -337,13 +342,13 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     @step
     def take_back_expired(self) -> None:
-        """As the worker's tick does: each expired lease settled by policy and recorded."""
+        """As the maintenance service does: each expired lease settled by policy and recorded."""
         expected = {job_id for job_id, (_, until) in self.held.items() if until < self.now}
 
         async def take_back() -> tuple[list[Outcome], list[Outcome]]:
             outcomes = [
                 policy.expired(lease, self.now)
-                for lease in (await self.queue.overdue(self.now)).expired
+                for lease in (await MaintenanceStore(self.db).overdue(self.now)).expired
             ]
             return outcomes, (await self.queue.record(outcomes, self.now)).outcomes
 
@@ -503,7 +508,7 @@ class QueueMachine(RuleBasedStateMachine):
             and e.finished_at is not None
             and e.finished_at < older_than
         }
-        assert len(prunable) == self.run(self.queue.prune(older_than))
+        assert len(prunable) == self.run(MaintenanceStore(self.db).prune(older_than))
         for job_id in prunable:
             del self.model[job_id]
 

@@ -2,7 +2,7 @@
 of a database round trip per job, on both backends."""
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
@@ -19,7 +19,7 @@ BUDGET_PER_JOB = 0.48
 """Statements (an executemany is one) per job drained, and round trips per job drained. A
 drain of 512 through 32 slots takes 16 claims (seven statements on SQLite; four on
 PostgreSQL, whose candidates lock their domains' rows and whose take counts the domains'
-and tenants' jobs in flight in the same statements: `app.store.dialect.binds_lists`) and
+and tenants' jobs in flight in the same statements: `app.store.backends.postgres.claim`) and
 16 records (six statements on SQLite; four on PostgreSQL, whose attempts and contents are
 inserted together, and domains and tenants freed together), each in a transaction of its
 own, plus the worker's passes: about 0.39 statements a job on SQLite, and 0.34 round trips
@@ -46,7 +46,7 @@ def counting() -> Iterator[Counter[str]]:
     def rollback(conn):
         counts["rollback"] += 1
 
-    listeners = [
+    listeners: list[tuple[str, Callable[..., None]]] = [
         ("before_cursor_execute", statement),
         ("begin", begin),
         ("commit", commit),

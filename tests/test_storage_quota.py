@@ -24,6 +24,7 @@ from app.model import (
 from app.observability import events as observability
 from app.rules import policy
 from app.store import counts
+from app.store.maintenance import MaintenanceStore
 from app.store.reads import ContentStore
 from app.store.tables import bytes_kept, contents
 from tests.conftest import eventually, running_app, submit, wait_for_status
@@ -82,7 +83,7 @@ async def test_bytes_kept_follow_every_version_stored_and_deleted(database_url):
             rows = (await conn.execute(sa.select(bytes_kept.c.tenant))).scalars().all()
         await jobs.delete(job.id)
         seen.append(await kept())
-        assert 1 == await queue.prune(now + timedelta(days=1))
+        assert 1 == await MaintenanceStore(queue.db).prune(now + timedelta(days=1))
         seen.append(await kept())
 
     v1, v2, v3, other_bytes = size(V1), size(V2), size(V3), size(OTHER)

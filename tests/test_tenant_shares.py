@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from app.model import ErrorKind, Failure, Fetched, NewJob
+from app.model import ErrorKind, Failure, Fetched, MarkDead, NewJob, Reschedule
 from app.part_settings import PartSettings
 from app.rules import policy
 from app.settings import Settings
@@ -141,6 +141,7 @@ async def test_the_count_returns_to_0_whichever_way_jobs_leave_running(store):
 
     assert await record(queue, succeeded(first[0], RESULT), now)
     dead = policy.settle(first[1], SERVER_ERROR, 1, now, PartSettings.of(settings).retry).decision
+    assert isinstance(dead, Reschedule | MarkDead)
     assert await record(queue, failed(first[1], dead), now)
     assert {"t": 0} == await _in_flight(queue.db)
 

@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from app.model import ErrorKind, Failure, NewJob
 from app.observability.events import JsonFormatter
@@ -170,7 +171,7 @@ async def test_store_owes_claims_and_fences(database_url):
     try:
         jobs, queue = JobStore(database, lambda: now), queue_on(database, Settings(_env_file=None))
         store = DeliveryStore(database)
-        fields = {"domain": "a.test", "tenant": "t", "max_attempts": 1}
+        fields: dict[str, Any] = {"domain": "a.test", "tenant": "t", "max_attempts": 1}
         hooked, plain = await jobs.submit(
             [
                 NewJob("http://a.test/1", callback_url="http://r.test/hook", **fields),

@@ -3,18 +3,15 @@
 - Every string of the body, key or value, is Unicode text: JSON's `"\\ud800"` escape makes
   a lone surrogate, which a JSON column would keep and no response could then carry (see
   `app.text.safe_strings`). NUL cannot reach a text column: URLs refuse it, tenants have a pattern.
-- `metadata` is at most METADATA_MAX_BYTES of compact JSON, nested at most
-  METADATA_MAX_DEPTH deep, with finite numbers only: SQLite stores NaN and Infinity (and
-  `1e400`, which Python reads as Infinity) but PostgreSQL's json type refuses them, and
-  neither is JSON.
-- A job (and a batch's outer object) has at most OBJECT_MAX_KEYS keys, unknown ones
-  included: pydantic reports each unknown key as an error of its own, and building 400,000
-  of them held the event loop for seconds.
+- `metadata` is at most METADATA_MAX_BYTES of compact JSON, nested at most METADATA_MAX_DEPTH
+  deep, with finite numbers only: SQLite stores NaN and Infinity (and `1e400`, which Python
+  reads as Infinity) but PostgreSQL's json type refuses them, and neither is JSON.
+- A job (and a batch's outer object) has at most OBJECT_MAX_KEYS keys, unknown ones included:
+  pydantic builds an error for each unknown key, and many held the event loop (docs/design/api.md).
 
 The request as a whole is bounded by INGEST_MAX_REQUEST_BYTES (`app/api/middleware/body_limit.py`);
-a refused one must cost no more than the largest accepted one, so no check here walks
-further into a value than an accepted value could reach: `text_only` reads the top level,
-`bounded_metadata` stops once it has seen more than METADATA_MAX_BYTES values.
+a refused one must cost no more than the largest accepted one, so no check here walks further
+into a value than an accepted value could reach (`text_only`, `bounded_metadata`).
 """
 
 import json

@@ -30,7 +30,7 @@ def _running(request: Request) -> Runtime:
 
 # Each dependency reads the runtime itself rather than depending on a `runtime` dependency:
 # FastAPI solves every dependency of a request anew (a cache key, a signature walk each), and
-# a level less per part is a tenth of a POST's CPU.
+# a level less per part is a measurable share of a POST's CPU (docs/design/api.md).
 async def runtime(request: Request) -> Runtime:
     return _running(request)
 

@@ -2,10 +2,11 @@
 
 Request validation keeps FastAPI's 422 shape, `{"detail": [{type, loc, msg, input?, ctx?}]}`,
 but never echoes the refused input whole: FastAPI's own handler encodes each error's `input`,
-the entire refused value, and a 3.8 MB array held the event loop 7-9 s. `refusals` shows at
-most ERRORS_SHOWN errors; of each, an `input` that is a string cut to EXCERPT_CHARS
-characters, a number, a boolean or null (a container's `input` is left out), and a `ctx`
-whose values are cut the same way. Everything else comes through here.
+the entire refused value, which held the event loop for seconds on a large array
+(docs/design/api.md). `refusals` shows at most ERRORS_SHOWN errors; of each, an `input` that
+is a string cut to EXCERPT_CHARS characters, a number, a boolean or null (a container's
+`input` is left out), and a `ctx` whose values are cut the same way. Everything else comes
+through here.
 
 A database that cannot serve now (unreachable, restarting, full, read-only, out of
 connections: `app.store.outages.database_unavailable`) makes any route answer 503 with a
@@ -27,7 +28,7 @@ from starlette.exceptions import HTTPException
 
 from app.api.middleware.submit_rate import SubmitRateExceeded
 from app.api.schemas import Problem
-from app.store.jobs import BadCursor, IdempotencyConflict, JobNotFound, StateConflict
+from app.store.jobs.errors import BadCursor, IdempotencyConflict, JobNotFound, StateConflict
 from app.store.outages import database_unavailable
 from app.store.quotas import QuotaExceeded
 from app.text.safe_strings import shown

@@ -8,9 +8,6 @@ Every table fits the width it is given (the terminal's, else `COLUMNS`, else 200
 table lists, in order, the steps that make it narrower (drop a low-value column; let a
 column shrink to a floor, a URL losing its middle, an id becoming its first characters)
 and takes as few as it needs. `--wide` takes none and prints every column whole.
-
-Why one module past 300 lines: one layout per printed table, each a short list of steps;
-kept together so all tables narrow the same way.
 """
 
 import os

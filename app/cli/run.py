@@ -99,8 +99,8 @@ def _settle_in() -> None:
 def _freeze_start_up() -> None:
     """Leave what start-up built (modules, classes, the app: most of the heap, all of it
     alive for good) out of the garbage collector's full passes. Each pass walked all of it,
-    holding the interpreter lock: with the worker draining, a pass came every few seconds
-    and took 80-90 ms, which every request in flight waited for (POST /jobs p99)."""
+    holding the interpreter lock: with the worker draining, passes came often and every
+    request in flight waited for them (POST /jobs p99; docs/design/api.md)."""
     gc.collect()
     gc.freeze()
 
@@ -113,9 +113,9 @@ def _switch_threads_sooner() -> None:
     """A thread that wakes (the API's loop on a request, SQLite's writer as each statement
     step returns, the loop when its write is done) waits for the interpreter lock until the
     thread holding it lets go, or is asked to after the switch interval; with the worker
-    draining at full speed on a thread of the process, one always holds it. At 1 ms rather
-    than 5, with SQLite: POST /jobs p99 beside the embedded worker 66.8 -> 55.2 ms, beside
-    `ingest worker` apart 45.0 -> 31.0 ms, and the drain no slower (docs/benchmarks.md)."""
+    draining at full speed on a thread of the process, one always holds it. A shorter
+    interval lowers POST /jobs p99 beside a draining worker, and the drain is no slower
+    (docs/design/api.md)."""
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
 
@@ -128,8 +128,8 @@ def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # Not socket.create_server: it opens the socket with protocol 0, and asyncio sets
     # TCP_NODELAY only on connections accepted from a socket that says it is TCP. Without it
-    # every response after the first on a keep-alive connection waited ~40 ms (Nagle's
-    # algorithm against the client's delayed ACK).
+    # every response after the first on a keep-alive connection waited for the client's
+    # delayed ACK (Nagle's algorithm; docs/design/api.md).
     listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -115,7 +115,7 @@ def _run_ending_on_errors(database_url: str, work: Coroutine[Any, Any, T]) -> T:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.cli.schema import SchemaRefused, describe
-    from app.store.jobs import AmbiguousId, JobNotFound, StateConflict
+    from app.store.jobs.errors import AmbiguousId, JobNotFound, StateConflict
 
     where = describe(database_url)
     try:

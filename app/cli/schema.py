@@ -11,7 +11,7 @@ refuses the unknown revision.
 Compared are Alembic's revision in the database (`alembic_version`, read with plain SQL)
 and the head of the migrations shipped with the code. A database at the head
 (`HEAD_REVISION`) is accepted without loading Alembic or the migrations, so a worker starts
-half a second sooner; anything else is looked at through Alembic, for the message.
+sooner (docs/design/store.md); anything else is looked at through Alembic, for the message.
 """
 
 from dataclasses import dataclass
@@ -25,7 +25,7 @@ from sqlalchemy.exc import ArgumentError
 from app.store.database import HEAD_REVISION, Database, alembic_config, upgrade_to_head
 from app.text.database_url import shown
 
-if TYPE_CHECKING:  # imported where used: a database at the head needs no Alembic (~0.5 s)
+if TYPE_CHECKING:  # imported where used: a database at the head needs no Alembic
     from alembic.script import ScriptDirectory
 
 UPGRADE = "ingest db upgrade"

@@ -29,8 +29,8 @@ from app.content.types import (
 from app.model import PageMetadata
 
 PARSE_MAX_CHARS = 2 * 1024 * 1024
-"""HTML and XML are parsed for text up to here: a parse costs up to ~40 times its input
-(10 MiB of tiny elements took ~400 MB and seconds), and real pages are far smaller."""
+"""HTML and XML are parsed for text up to here: a parse takes many times its input in memory
+(docs/design/extraction.md), and real pages are far smaller."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def _refuse_constant(name: str) -> None:
 
 
 # Validates without building the document: objects, numbers are dropped as they are parsed,
-# so a 10 MiB array of tiny objects costs little memory. NaN and Infinity are not JSON.
+# so a large array of tiny objects takes little memory. NaN and Infinity are not JSON.
 _JSON_CHECKER = json.JSONDecoder(
     object_pairs_hook=_drop, parse_float=_drop, parse_int=_drop, parse_constant=_refuse_constant
 )

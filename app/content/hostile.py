@@ -11,8 +11,7 @@ trafilatura's time grows with the elements and attributes of the tree. So a page
   text of script, style, title...), so that the parse never meets such an element;
 - its tree has more than `elements` elements or `attributes` attributes (`check_tree`).
 
-The limits are settings (INGEST_EXTRACT_MAX_*). What passes them is still bounded by the
-extraction deadline (`app.fetch.pool`).
+The limits are settings (INGEST_EXTRACT_MAX_*); what passes them meets `app.fetch.pool`'s deadline.
 """
 
 import functools

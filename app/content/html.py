@@ -3,8 +3,8 @@
 One parse (lxml), then trafilatura's fast mode (its own extractor, without the readability
 and jusText fallbacks) on a copy of the tree. Only when that finds little of a page that
 holds much text does the full mode run, with its fallbacks: on the evaluation set
-(bench/extraction.py) this keeps the full mode's F1 (0.923 against trafilatura's default
-0.921) at 0.84x its cost. Comments are not main content. A page past the caps of
+(bench/extraction.py) this keeps the full mode's F1 at a lower cost
+(docs/design/extraction.md). Comments are not main content. A page past the caps of
 `app.content.hostile` is refused before trafilatura sees it.
 """
 
@@ -49,13 +49,13 @@ _CONFIG.set("DEFAULT", "EXTRACTION_TIMEOUT", "0")  # no SIGALRM: the pool has it
 def _extractor(fast: bool) -> Extractor:
     """trafilatura's options for one mode, made once: given its keywords instead,
     `bare_extraction` makes them anew on every call, reading eight values through
-    configparser (a fifth of the extraction of a 2 KB page). It copies them before changing
+    configparser (docs/design/extraction.md). It copies them before changing
     any (its recall retry), so one object serves every call."""
     return Extractor(
         config=_CONFIG,
         output_format="python",
         fast=fast,
-        # No URL: trafilatura would resolve every link of the page (a tenth of its time);
+        # No URL: trafilatura would resolve every link of the page (docs/design/extraction.md);
         # `_resolve_links` resolves the few left in the main content.
         url=None,
         comments=False,

@@ -5,18 +5,7 @@ strikethrough): `p`, `head rend="h1".."h6"`, `list rend="ul|ol|dl"` of `item`, `
 `table` of `row` of `cell`. Their lines of inline content (`hi`, `ref`, `del`, `lb`, `graphic`,
 `code` in a line) are `inline`'s. HTML names trafilatura leaves untranslated (`div`, `tr`, `td`,
 `li`...) are blocks; other unknown names (`contrib-group`) are read as their text, inline. Pure:
-never parses HTML and never mutates the tree.
-
-Text, for search indexes: a line per block (paragraph, heading, list item, table row, quote
-paragraph), no blank lines, no markup; whitespace in a block collapsed to one space, and an `lb`
-breaks the line. A code block keeps its lines and indentation. A row's cells are joined by a tab:
-whitespace to tokenizers and to matchers that normalize whitespace, so no character is put in a
-sentence that runs across cells.
-
-Markdown: blocks apart by a blank line, text escaped where it would read as syntax, so that the
-Markdown renders to the same text; but the page's title, when given, heads it (`# Title`) if the
-content opens with neither a heading nor the title (trafilatura leaves out an `<h1>` outside
-`<article>`). The text stays the main content alone: the title is in the metadata.
+never parses HTML and never mutates the tree. What each output holds: `Rendered`.
 
 Nesting deeper than `MAX_DEPTH` elements is read as the plain text of the rest of that subtree.
 """
@@ -49,7 +38,17 @@ class Rendered:
     """A page's main content as plain text and as Markdown."""
 
     text: str
+    """For search indexes: a line per block (paragraph, heading, list item, table row, quote
+    paragraph), no blank lines, no markup; whitespace in a block collapsed to one space, and
+    an `lb` breaks the line. A code block keeps its lines and indentation. A row's cells are
+    joined by a tab: whitespace to tokenizers and to matchers that normalize whitespace, so no
+    character is put in a sentence that runs across cells."""
     markdown: str
+    """Blocks apart by a blank line, text escaped where it would read as syntax, so that the
+    Markdown renders to the same text; but the page's title, when given, heads it (`# Title`)
+    if the content opens with neither a heading nor the title (trafilatura leaves out an
+    `<h1>` outside `<article>`). The text stays the main content alone: the title is in the
+    metadata."""
 
 
 @dataclass(frozen=True)

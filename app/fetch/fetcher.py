@@ -1,37 +1,14 @@
 """Fetch one URL safely: through the SSRF guard, within hard limits, and say what happened.
 
-`Fetcher.fetch` never raises for a failure of the remote side: it returns a `Fetched`
-(with the body, its title and main text) or a classified `Failure`. Its own refusals are
-fatal, and named:
+`Fetcher.fetch` never raises for a failure of the remote side: it returns a `Fetched` (the
+body, its title and main text), an `Unmodified`, or a `Failure`; its own refusals are fatal
+and listed on `Fetcher.fetch`, everything else is classified by `app.rules.policy`. It keeps
+no state about jobs and never sleeps for backoff.
 
-- BlockedDestination: the SSRF guard refused a hop (`app.fetch.guard`); nothing was sent there.
-- InvalidRedirect: a redirect whose Location is no URL a fetch can go to (does not parse,
-  is not http(s), or has a bad port, userinfo or a host that is no address or DNS name:
-  `app.fetch.urls.check_redirect`). The server answered: its domain is not failing.
-- UnsupportedContentType: not in INGEST_ALLOWED_CONTENT_TYPES (decided on the headers).
-- UnsupportedContentEncoding: a coding we did not offer, or more than one.
-- BodyTooLarge: more than INGEST_MAX_BODY_BYTES once decoded, counted while streaming.
-- HeadersTooLarge: response headers past h11's 100 KiB.
-- DecodingError: a gzip or deflate body that does not inflate.
-- UnparseableContent: JSON or a PDF that does not parse, a hostile page (`app.content`).
-- ExtractionTimeout, ExtractionFailed: a body that took too long or too much memory to
-  extract (`app.fetch.pool`).
-
-Everything else is classified by `app.rules.policy`. The fetcher keeps no state about jobs and
-never sleeps for backoff.
-
-What it keeps of the answer's headers (its Content-Type, Retry-After) and its final URL is
-printable ASCII (`_printable_ascii`): those strings are served again as headers (which
-must be Latin-1) and printed on operators' terminals (where an ESC starts a command).
-
-Memory stays bounded whatever the server sends: redirects are followed here, closing each
-3xx without reading its body (httpx would read it whole); bodies are decoded here rather
-than by httpx, with zlib allowed at most DECODE_STEP bytes of output per step, so a
-compression bomb is counted and stopped before it inflates; and a body is kept in memory up
-to SPOOL_BYTES, on disk beyond that, until it is known to fit.
-
-Why one module past 300 lines: one GET and its limits (redirects, decoding, size, time),
-which only hold when read together.
+Memory stays bounded whatever the server sends: redirects are followed here, each 3xx closed
+unread; bodies are decoded here (`app.fetch.decoding`), so a compression bomb is counted
+before it inflates; a body waits on disk past SPOOL_BYTES until it is known to fit. What it
+keeps of the answer's headers and its final URL is printable ASCII (`_printable_ascii`).
 """
 
 import asyncio
@@ -123,9 +100,8 @@ class _Body:
 
 POOL_SIZE = 8
 """Connections per HTTP pool. httpcore scans its whole pool, with a readability syscall per
-idle connection, whenever a request starts or ends, so a request's CPU grows with the pool:
-measured here, 1.7 ms per request with 32 connections in flight and 0.4 ms with 8. The
-fetcher spreads its slots over pools of at most this many connections instead of one."""
+idle connection, whenever a request starts or ends, so a request's CPU grows with the pool
+(docs/design/fetch.md). The fetcher spreads its slots over pools of at most this many."""
 
 
 def pool_sizes(slots: int) -> list[int]:
@@ -190,7 +166,7 @@ class Fetcher:
 
     def _client(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
         limits = self.limits
-        # Redirects are followed in `_get`, one checked hop at a time.
+        # Redirects are followed in `_get`, one checked hop at a time (httpx reads a 3xx body).
         return guarded_client(
             transport,
             timeout=httpx.Timeout(
@@ -209,7 +185,26 @@ class Fetcher:
         """GET `url`. A refresh passes what the job's last success stored (`previous`): the
         GET is conditional on its validators, and a 304, or a body the very same as the one
         stored, is `Unmodified` (no body kept, nothing extracted). The body takes its turn at
-        the extraction processes as `tenant`'s (the job's)."""
+        the extraction processes as `tenant`'s (the job's).
+
+        The fetcher's own refusals, each a fatal `Failure` of that name:
+
+        - BlockedDestination: the SSRF guard refused a hop (`app.fetch.guard`); nothing was
+          sent there.
+        - InvalidRedirect: a redirect whose Location is no URL a fetch can go to (does not
+          parse, is not http(s), or has a bad port, userinfo or a host that is no address or
+          DNS name: `app.fetch.urls.check_redirect`). The server answered: its domain is not
+          failing.
+        - UnsupportedContentType: not in INGEST_ALLOWED_CONTENT_TYPES (decided on the headers).
+        - UnsupportedContentEncoding: a coding we did not offer, or more than one.
+        - BodyTooLarge: more than INGEST_MAX_BODY_BYTES once decoded, counted while streaming.
+        - HeadersTooLarge: response headers past h11's 100 KiB.
+        - DecodingError: a gzip or deflate body that does not inflate.
+        - UnparseableContent: JSON or a PDF that does not parse, a hostile page
+          (`app.content`).
+        - ExtractionTimeout, ExtractionFailed: a body that took too long or too much memory to
+          extract (`app.fetch.pool`).
+        """
         limits = self.limits
         try:
             # httpx's read timeout is per read; this bounds the whole exchange.
@@ -439,7 +434,10 @@ def _header(response: httpx.Response, name: str) -> str | None:
 
 def _printable_ascii(value: str, encoding: str = "utf-8") -> str:
     """`value` in printable ASCII: control characters dropped, each byte outside ASCII of
-    its `encoding` percent-encoded: `text/plain; x=€` is `text/plain; x=%E2%82%AC`."""
+    its `encoding` percent-encoded: `text/plain; x=€` is `text/plain; x=%E2%82%AC`. What the
+    fetcher keeps of headers and URLs goes through here: those strings are served again as
+    headers (which must be Latin-1) and printed on operators' terminals (where an ESC starts
+    a command)."""
     if value.isascii() and value.isprintable():
         return value
     return "".join(

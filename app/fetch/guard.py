@@ -1,25 +1,14 @@
 """The SSRF guard: which destinations a fetch may reach, enforced where the socket is opened.
 
-Two checks, each raising `BlockedDestination` before a byte is sent:
-
-- `Destinations.check_url`, on a URL: no userinfo, an allowed port, not a blocked host, and
-  a literal IP must be allowed. The API runs it at submit (a 422); `GuardedTransport` runs it
-  on every request, so on every redirect hop.
-- `GuardedBackend.connect_tcp`, at connect time, for every new connection: it resolves the
-  host itself, refuses if ANY resolved address is blocked, and connects to an address it has
-  checked. A DNS answer that changes between check and connect (rebinding) cannot slip
-  through, because nothing resolves the name a second time. httpcore still sends the Host
-  header and TLS SNI, and verifies the certificate, for the hostname.
+Two checks, each raising `BlockedDestination` before a byte is sent: `Destinations.check_url`
+on a URL (run by the API at submit, and by `GuardedTransport` on every request, so on every
+redirect hop), and `GuardedBackend.connect_tcp` at connect time, which resolves the host
+itself and connects only to an address it has checked (so DNS rebinding cannot slip through).
 
 `is_blocked` is the address classifier: everything that is not globally routable unicast.
 `INGEST_ALLOW_PRIVATE_NETWORKS` turns the address check off; ports, userinfo and
-`INGEST_BLOCKED_HOSTS` still apply. This module sends no HTTP and decides no retries.
-
-`no_cookies` is the other half of keeping the two clients (fetcher, webhook sender) safe to
-share: a jar that keeps nothing, so no request carries state from an earlier one.
-
-Why one module past 300 lines: one security boundary (the address classifier, the URL
-check, and the transport and connect-time backend that apply them), reviewed as a whole.
+`INGEST_BLOCKED_HOSTS` still apply. `no_cookies` keeps the clients shared by jobs stateless.
+This module sends no HTTP and decides no retries.
 """
 
 import asyncio
@@ -141,7 +130,8 @@ leave it as it is."""
 
 def ascii_host(host: str) -> str:
     """A host name as it goes on the wire (IDNA, lower case, no trailing dot). Most hosts
-    are so already, and the guard asks for every fetch: those skip parsing a URL (~10 us)."""
+    are so already, and the guard asks for every fetch: those skip parsing a URL
+    (docs/design/fetch.md)."""
     host = host.lower().rstrip(".")
     if _ON_THE_WIRE.fullmatch(host):
         return host
@@ -259,7 +249,12 @@ async def system_resolver(host: str) -> list[IPAddress]:
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's network backend with the address check at connect time."""
+    """httpcore's network backend with the address check at connect time, for every new
+    connection: it resolves the host itself, refuses if ANY resolved address is blocked, and
+    connects to an address it has checked. A DNS answer that changes between check and
+    connect (rebinding) cannot slip through, because nothing resolves the name a second time.
+    httpcore still sends the Host header and TLS SNI, and verifies the certificate, for the
+    hostname."""
 
     def __init__(
         self,
@@ -328,8 +323,8 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 class _Stream(httpcore.AsyncNetworkStream):
     """A connection's stream, with its socket looked up once. httpcore asks every idle pooled
     connection whether its socket is readable (closed by the server) whenever a request
-    starts or ends; anyio builds its whole table of attributes to answer, which cost a fifth
-    of a fetch's CPU (measured). The answer itself is one poll() of the socket."""
+    starts or ends; anyio builds its whole table of attributes to answer, a large part of a
+    fetch's CPU (docs/design/fetch.md). The answer itself is one poll() of the socket."""
 
     def __init__(self, stream: httpcore.AsyncNetworkStream, sock: socket.socket | None) -> None:
         self._stream = stream
@@ -370,9 +365,10 @@ def _readable(sock: socket.socket) -> bool:
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """httpx's default TLS settings (certifi's roots, or SSL_CERT_FILE/SSL_CERT_DIR), made once
-    per process and shared by every transport: loading the roots costs ~25 ms a time, and a
-    worker has five transports (four fetch pools and the webhooks'). A client context holds no
-    per-connection state to share: Python resumes no TLS session unless asked to."""
+    per process and shared by every transport: loading the roots is slow
+    (docs/design/fetch.md), and a worker has five transports (four fetch pools and the
+    webhooks'). A client context holds no per-connection state to share: Python resumes no
+    TLS session unless asked to."""
     return httpx.create_ssl_context()
 
 

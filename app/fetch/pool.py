@@ -1,25 +1,12 @@
 """The extraction processes: where a fetched body becomes a `Document`, off the event loop.
 
-A good extractor costs many times a small page's fetch (trafilatura: ~10-30 ms a page, a
-PDF more), and it is Python: on the worker's loop it would stall every fetch, in a thread
-it would hold the interpreter lock. So bodies go to a pool of processes
-(INGEST_EXTRACT_PROCESSES, by default one per core), each bounded:
-
-- time: a body not done within INGEST_EXTRACT_TIMEOUT_SECONDS has its process killed and
-  fails `ExtractionTimeout` (fatal: the same body would take as long again);
-- memory: each process's address space is capped (RLIMIT_AS, INGEST_EXTRACT_MEMORY_MB), so
-  a compression bomb in a PDF or a parse that explodes ends the process (or raises
-  MemoryError in it) and the body fails `ExtractionFailed`, without touching the worker;
-- age: a process is replaced after TASKS_PER_PROCESS bodies, so fragmentation and caches
-  (lxml's, trafilatura's) never accumulate.
-
-The processes start on first use (`forkserver`: a clean process that has imported the
-extractors once, so a new one starts in milliseconds and inherits no sockets or threads of
-the worker). What costs less than the trip there (`where`) stays on the worker's loop: a
-small page, any other text of a few KB, a body with no text. Every other body goes there,
-whatever its type: megabytes of text parsed in a thread hold the interpreter lock (the loop
-and the API wait) with no deadline. INGEST_EXTRACT_PROCESSES=0 parses those in a thread of
-the worker all the same (no deadline, no memory cap: for tests and the smallest set-ups).
+A good extractor costs many times a small page's fetch (docs/design/extraction.md), and it
+is Python: on the worker's loop it would stall every fetch, in a thread it would hold the
+interpreter lock. So bodies go to a pool of processes (INGEST_EXTRACT_PROCESSES, by default
+one per core), each bounded in time, memory and age (`ExtractionPool`). What costs less than
+the trip there stays on the worker's loop (`where`). INGEST_EXTRACT_PROCESSES=0 parses the
+rest in a thread of the worker (no deadline, no memory cap: for tests and the smallest
+set-ups).
 """
 
 import asyncio
@@ -69,10 +56,9 @@ class PoolSettings:
 
 
 SMALL_PAGE_TAGS = 32
-"""HTML of at most this many tags is extracted on the worker's loop: trafilatura costs up to
-~30 us a tag (measured: 32 paragraphs 1.9 ms, the 2 KB bench page 0.5 ms), less than the
-trip to a process and back (~1 ms of CPU) or to a thread (~0.45 ms and the interpreter lock
-handed to and fro)."""
+"""HTML of at most this many tags is extracted on the worker's loop: trafilatura's time on it
+is less than the trip to a process and back, or to a thread and the interpreter lock handed
+to and fro (docs/design/extraction.md)."""
 SMALL_PAGE_BYTES = 8 * 1024
 """...and of at most this many bytes (a few tags of a long text cost little more). The line
 for every other text body too: its charset detection, JSON check or XML's text is linear,
@@ -107,6 +93,22 @@ def _extract_in_process(
 
 
 class ExtractionPool:
+    """The processes that extract bodies, each bounded:
+
+    - time: a body not done within INGEST_EXTRACT_TIMEOUT_SECONDS has its process killed and
+      fails `ExtractionTimeout` (fatal: the same body would take as long again);
+    - memory: each process's address space is capped (RLIMIT_AS, INGEST_EXTRACT_MEMORY_MB), so
+      a compression bomb in a PDF or a parse that explodes ends the process (or raises
+      MemoryError in it) and the body fails `ExtractionFailed`, without touching the worker;
+    - age: a process is replaced after TASKS_PER_PROCESS bodies, so fragmentation and caches
+      (lxml's, trafilatura's) never accumulate.
+
+    The processes start on first use (`forkserver`: a clean process that has imported the
+    extractors once, so a new one starts quickly and inherits no sockets or threads of the
+    worker). Every body past `where`'s bounds goes there, whatever its type: megabytes of text
+    parsed in a thread hold the interpreter lock (the loop and the API wait) with no deadline.
+    """
+
     def __init__(self, settings: PoolSettings) -> None:
         self.settings = settings
         self._pool: ProcessPool | None = None

@@ -1,25 +1,13 @@
 """robots.txt read and kept per origin (INGEST_ROBOTS_TXT=obey): the I/O beside `app.rules.robots`.
 
-`RobotsTxt.check(url)` says whether a job may go on to fetch `url`: the origin's robots.txt
+`RobotsTxt.check(url)` says whether a job may go on to fetch `url`. The origin's robots.txt
 (scheme, host and port, as RFC 9309 keys it) is read at most once per
-INGEST_ROBOTS_CACHE_SECONDS in this process, through the fetcher's own guarded clients (the
-SSRF guard, its timeouts, the User-Agent of every fetch), at most INGEST_ROBOTS_MAX_BYTES of
-it and up to five redirects (RFC 9309 2.3.1.2). Jobs of one origin that ask while it is being
-read wait for that one read. What the answer means is `app.rules.robots`'s; a 2xx's rules are parsed
-in the extraction processes, under their deadline (`ExtractionPool.call`), never on the loop.
+INGEST_ROBOTS_CACHE_SECONDS per process, through the fetcher's guarded clients, and parsed in
+the extraction processes, never on the loop. What the answer means is `app.rules.robots`'s.
 
-Where the rules are kept, and why: in this process's memory, an LRU of at most
-CACHE_ORIGINS origins and CACHE_BYTES of robots.txt. Every fetch needs them before it
-starts: a database read per fetch would cost more than the claim, and up to 512 KiB a
-domain does not belong in its row. What every worker's claim needs of them, the Crawl-delay,
-goes to the domains table when read (the caller writes it: `RobotsCheck.read`). So each
-worker process reads an origin's robots.txt once per INGEST_ROBOTS_CACHE_SECONDS; a process
-that starts reads it again.
-
-A robots.txt that cannot be read is not kept: the next job of the origin asks again (its
-domain's failures pause it as any fetch's do). When the first of an unbroken run of such
-failures was is kept (bounded like the rules), for INGEST_ROBOTS_UNREACHABLE_MAX_SECONDS.
-Never raises for a failure of the remote side.
+The rules are kept in this process's memory (`RobotsTxt`), not in the database; their
+Crawl-delay, which every worker's claim needs, goes to the domains table when read (the
+caller writes it: `RobotsCheck.read`). Never raises for a failure of the remote side.
 """
 
 import asyncio
@@ -56,7 +44,7 @@ log = logging.getLogger("ingest.worker")
 CACHE_ORIGINS = 10_000
 CACHE_BYTES = 64 * 1024 * 1024
 """What this process keeps of robots.txt at most, least recently used out first: the rules
-parsed from 64 MiB of it take a few times that in memory."""
+parsed from it take several times its size in memory."""
 
 MAX_REDIRECTS = 5
 """RFC 9309 2.3.1.2: follow at least five; past them robots.txt is unavailable."""
@@ -104,6 +92,23 @@ class _Kept:
 
 
 class RobotsTxt:
+    """Each origin's robots.txt, read through the fetcher's own guarded clients (the SSRF
+    guard, its timeouts, the User-Agent of every fetch), at most INGEST_ROBOTS_MAX_BYTES of it
+    and up to MAX_REDIRECTS redirects. Jobs of one origin that ask while it is being read
+    wait for that one read; a 2xx's rules are parsed in the extraction processes, under their
+    deadline (`ExtractionPool.call`).
+
+    The rules are kept in an LRU of at most CACHE_ORIGINS origins and CACHE_BYTES of
+    robots.txt. Every fetch needs them before it starts: a database read per fetch would
+    outweigh the claim, and up to INGEST_ROBOTS_MAX_BYTES a domain does not belong in its
+    row. So each worker process reads an origin's robots.txt once per
+    INGEST_ROBOTS_CACHE_SECONDS; a process that starts reads it again.
+
+    A robots.txt that cannot be read is not kept: the next job of the origin asks again (its
+    domain's failures pause it as any fetch's do). When the first of an unbroken run of such
+    failures was is kept (bounded like the rules), for INGEST_ROBOTS_UNREACHABLE_MAX_SECONDS.
+    """
+
     def __init__(
         self,
         fetcher: Fetcher,

@@ -3,24 +3,11 @@ event, called once.
 
 Each function writes the event's log line and counts it. The lines read the state
 they report: "will retry at T" only when the job was rescheduled, and exactly one
-"dead (<reason>)" line, carrying the job id, per death.
-
-Two log formats (INGEST_LOG_FORMAT). `text`: `<time> <LEVEL> <logger>: <message>`.
-`json`: one object per line with the same message and, for an event, its fields: every one
-of `JOB_FIELDS` for a job transition, of `DELIVERY_FIELDS` for a webhook delivery (null
-where it does not apply), so log pipelines never parse sentences.
-
-Counts go to the `Metrics` of the app or `ingest worker` process the code runs in, found
-through a context variable: the worker's task is started in a context that holds them
-(`counting_into`), and each request runs in one (`app.api.routes.metrics`). Code that runs
-outside any (the CLI, unit tests) counts nothing. So the worker calls one function per
-transition without every constructor carrying a metrics object, and two apps in one
-process never mix their counts.
+"dead (<reason>)" line, carrying the job id, per death. The two log formats:
+`configure_logging`. Counts go to the `Metrics` of the process the code runs in, found
+through a context variable (`counting_into`), so no constructor carries a metrics object.
 
 This module never issues SQL and decides nothing.
-
-Why one module past 300 lines: one short function per event, kept together so every log
-line's wording and every count can be read (and changed) in one place.
 """
 
 import contextvars
@@ -101,6 +88,10 @@ _metrics: contextvars.ContextVar[Metrics | None] = contextvars.ContextVar(
 
 
 def configure_logging(level: str, log_format: str = "text") -> None:
+    """Two log formats (INGEST_LOG_FORMAT). `text`: `<time> <LEVEL> <logger>: <message>`.
+    `json`: one object per line with the same message and, for an event, its fields: every
+    one of `JOB_FIELDS` for a job transition, of `DELIVERY_FIELDS` for a webhook delivery
+    (null where it does not apply), so log pipelines never parse sentences."""
     handler = logging.StreamHandler()
     handler.setFormatter(
         JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
@@ -136,7 +127,12 @@ def carrying(fields: dict[str, Any]) -> dict[str, Any]:
 
 def counting_into(metrics: Metrics) -> contextvars.Context:
     """A copy of the current context in which transitions count into `metrics`; start the
-    worker in it: `asyncio.create_task(worker.run(), context=counting_into(metrics))`."""
+    worker in it: `asyncio.create_task(worker.run(), context=counting_into(metrics))`.
+
+    Counts go to the `Metrics` of the app or `ingest worker` process the code runs in: the
+    worker's task is started in such a context, and each request runs in one
+    (`app.api.routes.metrics`). Code that runs outside any (the CLI, unit tests) counts
+    nothing, and two apps in one process never mix their counts."""
     context = contextvars.copy_context()
     context.run(_metrics.set, metrics)
     return context

@@ -6,15 +6,10 @@ share counts. Nothing here counts anything by itself: `app.observability.events`
 job transition.
 
 Every process is scraped on its own (no multiprocess mode): `ingest serve` on
-`GET /metrics`, `ingest worker` (and serve's worker process) on INGEST_METRICS_PORT at
-INGEST_METRICS_HOST (`serve`: `/metrics`, for an admin key while keys are set, as serve's,
-and the worker's `/healthz`, nothing else; a connection silent for
-INGEST_METRICS_TIMEOUT_SECONDS is closed). Counters and histograms are the process's own;
-sum them across processes in PromQL. The gauges that describe the whole queue (jobs by
-status, oldest due job, paused domains) are read from the database at scrape time by
-`GET /metrics` only, so worker processes do not repeat them. Each registry also carries
-the process's own resources (`process_*`: CPU, memory, open files) and the garbage
-collector's counts (`python_gc_*`), as prometheus-client's default registry would.
+`GET /metrics`, `ingest worker` (and serve's worker process) on INGEST_METRICS_PORT
+(`MetricsServer`). Counters and histograms are the process's own; sum them across processes
+in PromQL. The gauges that describe the whole queue (jobs by status, oldest due job, paused
+domains) are read from the database at scrape time by `GET /metrics` only.
 """
 
 import contextlib
@@ -51,7 +46,9 @@ WEBHOOK_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class Metrics:
-    """The instruments of one process, on a registry of their own."""
+    """The instruments of one process, on a registry of their own. The registry also carries
+    the process's own resources (`process_*`: CPU, memory, open files) and the garbage
+    collector's counts (`python_gc_*`), as prometheus-client's default registry would."""
 
     def __init__(self) -> None:
         # prometheus-client's switch for the `_created` series of counters and histograms
@@ -222,6 +219,10 @@ class _Server(ThreadingWSGIServer):
 
 @dataclass(frozen=True)
 class MetricsServer:
+    """A worker process's scrape endpoint, on INGEST_METRICS_PORT at INGEST_METRICS_HOST:
+    `/metrics` (for an admin key while keys are set, as serve's) and the worker's `/healthz`,
+    nothing else; a connection silent for INGEST_METRICS_TIMEOUT_SECONDS is closed."""
+
     server: WSGIServer
     thread: threading.Thread
 

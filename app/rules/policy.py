@@ -1,59 +1,15 @@
 """Retry policy: pure functions that classify a failure and decide a job's next state.
 
 No I/O, no clock reads, no randomness of their own: time and the random source are
-arguments, so every branch is tested with tables of cases.
+arguments, so every branch is tested with tables of cases. Every decision of the retry
+contract is here (classify, back off, defer, settle, pause a domain, retry a delivery),
+each a short function of the same `RetryRules`.
 
-Which failures are which (exception names are httpx's unless noted)::
-
-    Exception
-    ├── httpx.TransportError
-    │   ├── TimeoutException: ConnectTimeout, ReadTimeout, WriteTimeout, PoolTimeout  transient
-    │   ├── NetworkError
-    │   │   ├── ConnectError
-    │   │   │   ├── caused by gaierror EAI_NONAME / EAI_NODATA (NXDOMAIN)         fatal
-    │   │   │   ├── caused by ssl.SSLCertVerificationError                       fatal
-    │   │   │   └── anything else (refused, reset, EAI_AGAIN)                     transient
-    │   │   ├── ReadError, WriteError                                            transient
-    │   │   └── CloseError                                                       fatal
-    │   ├── ProtocolError
-    │   │   ├── RemoteProtocolError (server dropped the connection)              transient
-    │   │   └── LocalProtocolError                                               fatal
-    │   ├── UnsupportedProtocol                                                  fatal
-    │   └── ProxyError                                                           fatal
-    ├── httpx.TooManyRedirects, httpx.InvalidURL                                 fatal
-    ├── app.fetch.fetcher.FetchTimeout (total deadline passed)                   transient
-    ├── app.fetch.fetcher's refusals (BlockedDestination, BodyTooLarge,
-    │   InvalidRedirect, ...)                                                    fatal
-    └── anything else: a bug or a case to classify                 fatal, logged with its trace
-
-An exception raised while deciding (by `settle` itself, say) takes the last branch too
-(`unsettled`): the job dies, fatal, rather than stay `running` until its lease runs out.
-
-HTTP answers: 2xx succeed; 429, and 503 with a Retry-After header, are rate_limited; codes
-in `transient_status_codes` (default 408 and 5xx) are transient; everything else is fatal.
-A refresh (a job that succeeded before) answered 404 or 410 dies `gone`, not `fatal`: the
-page went, and its last content is kept. A URL its robots.txt disallows dies `robots`
-(`app.rules.robots`, with INGEST_ROBOTS_TXT=obey); a robots.txt that cannot be read now is a
-transient failure, or a rate-limited one on a 429.
-
-A refresh that succeeds is one of three (`settle`): a 304, or the very body stored
-(`Unmodified`), confirms the content; a 200 whose main text hashes as the stored one's
-confirms it too (only a rotating ad or a timestamp moved); any other text is a change, a
-new version. A new version that would take its tenant's bytes kept past
-INGEST_TENANT_MAX_STORAGE_BYTES is not kept (`within_storage_quota`, which the completer
-asks before it records): a refresh's change ends `not_kept`, a first fetch dead.
-
-A rate-limited answer does not spend the attempt budget: the job is deferred to
-max(backoff, Retry-After) and its `deferrals` count grows, up to `max_deferrals`.
-
-Why one module past 400 lines: every decision the retry contract makes (classify, back off,
-defer, settle, pause a domain, retry a delivery), each a short pure function of the same
-`RetryRules`; the tree above and the table tests read against one file.
-
-The transient set is `Settings.transient_errors` (names) and `transient_status_codes`.
-
-Why one module past 300 lines: the failure tree and the formulas are written out in
-docstrings; the functions themselves are short and pure.
+Which exceptions are transient, rate-limited or fatal: the tree in `classify_exception`;
+which HTTP answers: `classify_status`; the transient set is `Settings.transient_errors`
+(names) and `transient_status_codes`. A rate-limited answer does not spend the attempt
+budget: the job is deferred to max(backoff, Retry-After) and its `deferrals` count grows,
+up to `max_deferrals`. What a refresh's success is, and the storage quota: `settle`.
 """
 
 import random
@@ -121,7 +77,34 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 
 def classify_exception(exc: BaseException, transient_errors: tuple[str, ...]) -> Failure:
-    """Classify an exception raised by a fetch. Errnos are read from the cause chain."""
+    """Classify an exception raised by a fetch. Errnos are read from the cause chain.
+
+    Which failures are which (exception names are httpx's unless noted)::
+
+        Exception
+        ├── httpx.TransportError
+        │   ├── TimeoutException: ConnectTimeout, ReadTimeout, WriteTimeout, PoolTimeout  transient
+        │   ├── NetworkError
+        │   │   ├── ConnectError
+        │   │   │   ├── caused by gaierror EAI_NONAME / EAI_NODATA (NXDOMAIN)         fatal
+        │   │   │   ├── caused by ssl.SSLCertVerificationError                       fatal
+        │   │   │   └── anything else (refused, reset, EAI_AGAIN)                     transient
+        │   │   ├── ReadError, WriteError                                            transient
+        │   │   └── CloseError                                                       fatal
+        │   ├── ProtocolError
+        │   │   ├── RemoteProtocolError (server dropped the connection)              transient
+        │   │   └── LocalProtocolError                                               fatal
+        │   ├── UnsupportedProtocol                                                  fatal
+        │   └── ProxyError                                                           fatal
+        ├── httpx.TooManyRedirects, httpx.InvalidURL                                 fatal
+        ├── app.fetch.fetcher.FetchTimeout (total deadline passed)                   transient
+        ├── app.fetch.fetcher's refusals (BlockedDestination, BodyTooLarge,
+        │   InvalidRedirect, ...)                                                    fatal
+        └── anything else: a bug or a case to classify                 fatal, logged with its trace
+
+    An exception raised while deciding (by `settle` itself, say) takes the last branch too
+    (`unsettled`): the job dies, fatal, rather than stay `running` until its lease runs out.
+    """
     name = type(exc).__name__
     message = str(exc) or name
     for cause in _causes(exc):
@@ -150,7 +133,15 @@ _KNOWN_FATAL = frozenset(
 def classify_status(
     status: int, transient_status_codes: frozenset[int], retry_after: str | None = None
 ) -> Failure | None:
-    """Classify an HTTP answer; None means success. `retry_after` is its Retry-After header."""
+    """Classify an HTTP answer; None means success. `retry_after` is its Retry-After header.
+
+    2xx succeed; 429, and 503 with a Retry-After header, are rate_limited; codes in
+    `transient_status_codes` (default 408 and 5xx) are transient; everything else is fatal.
+    A refresh (a job that succeeded before) answered 404 or 410 dies `gone`, not `fatal`: the
+    page went, and its last content is kept. A URL its robots.txt disallows dies `robots`
+    (`app.rules.robots`, with INGEST_ROBOTS_TXT=obey); a robots.txt that cannot be read now is a
+    transient failure, or a rate-limited one on a 429.
+    """
     if 200 <= status < 300:
         return None
     message = f"HTTP {status}"
@@ -251,7 +242,15 @@ def settle(
     rand: Callable[[], float] = random.random,
 ) -> Outcome:
     """The outcome to record for a finished fetch: the decision, how the attempt ended and
-    what it says of the domain."""
+    what it says of the domain.
+
+    A refresh that succeeds is one of three: a 304, or the very body stored (`Unmodified`),
+    confirms the content; a 200 whose main text hashes as the stored one's confirms it too
+    (only a rotating ad or a timestamp moved); any other text is a change, a new version. A
+    new version that would take its tenant's bytes kept past INGEST_TENANT_MAX_STORAGE_BYTES
+    is not kept (`within_storage_quota`, which the completer asks before it records): a
+    refresh's change ends `not_kept`, a first fetch dead.
+    """
     previous = lease.previous
     if isinstance(result, Failure):
         settled = decide(

@@ -3,18 +3,11 @@
 A queued job is leased to this worker but waits for one of its slots; meanwhile a
 higher-priority job submitted later, or one that has just come due, waits behind it (it is
 not claimable by anyone until a slot here frees). So the queue holds at most
-INGEST_WORKER_PREFETCH_SECONDS of expected work: queued jobs × the recent mean time a fetch
-holds a slot ÷ slots, and never more than INGEST_WORKER_PREFETCH jobs. Fast fetches fill it
-(a batch per claim, what made the drain fast); slow ones empty it (each job is claimed when
-a slot frees, in priority order). A worker that has not finished a fetch yet does not know
-how long one takes: it queues INGEST_WORKER_PREFETCH jobs, as a batch is what drains a
-backlog fast (a priority submitted meanwhile is not held behind them: `app.worker.job_worker` hands
-queued jobs back for it).
-
-How much a pass claims (`claim_size`): the room left in the slots and the queue, once it is
-worth a transaction: room for a batch (`refill_at`, a slot's worth by default), or a slot
-that would otherwise idle. A finishing job wakes the loop only when there is room for a
-batch (`room_for_a_batch`).
+INGEST_WORKER_PREFETCH_SECONDS of expected work, never more than INGEST_WORKER_PREFETCH
+jobs (`prefetch_limit`): fast fetches fill it (a batch per claim, what made the drain
+fast); slow ones empty it (each job is claimed when a slot frees, in priority order). How
+much a pass claims, and when a finishing job wakes the loop: `claim_size`,
+`room_for_a_batch`.
 
 Pure: the worker feeds `FetchTimes` each fetch's duration and asks `prefetch_limit`, then
 `claim_size` with its `capacity` (slots plus that limit).
@@ -44,7 +37,11 @@ def prefetch_limit(
     slots: int, mean_fetch_seconds: float | None, budget_seconds: float, most: int
 ) -> int:
     """How many jobs the local queue may hold beside `slots` running ones: as many as the
-    slots finish in `budget_seconds` at `mean_fetch_seconds` a fetch, at most `most`."""
+    slots finish in `budget_seconds` at `mean_fetch_seconds` a fetch (queued jobs × the
+    mean ÷ slots), at most `most`. A worker that has not finished a fetch yet does not know
+    how long one takes: it queues `most`, as a batch is what drains a backlog fast (a
+    priority submitted meanwhile is not held behind them: `app.worker.job_worker` hands
+    queued jobs back for it)."""
     if budget_seconds <= 0 or most <= 0:
         return 0
     if mean_fetch_seconds is None or mean_fetch_seconds <= 0:

@@ -1,29 +1,11 @@
 """robots.txt policy (RFC 9309, with INGEST_ROBOTS_TXT=obey): pure functions, no I/O, time
 as an argument.
 
-What an answer for /robots.txt makes of a domain's rules (`rules_from_answer`,
-`rules_from_failure`), how long a robots.txt that cannot be read holds its jobs back
-(`while_unreachable`), and whether a URL may be fetched (`refusal`). Reading robots.txt and
-keeping it is `app.fetch.robots_reader`'s; the domain's minimum interval with Crawl-delay is the
-claim's (`app.rules.scheduling.min_interval`).
-
-What each answer means (RFC 9309 section 2.3.1)::
-
-    2xx                          the rules it holds (`parse`: capped, then read by Protego)
-    2xx not parsed in time       "unreachable", as a 5xx (`rules_not_parsed`)
-    429, 503 with Retry-After    rate-limited, like any such answer: the job is deferred
-    other 4xx (401, 403, 404)    "unavailable": no rules, everything allowed
-    5xx                          "unreachable": the job is a transient failure (retried)
-    more than 5 redirects, a
-    redirect refused or no URL   "unavailable": everything allowed
-    transient network errors     "unreachable", as a 5xx
-    other fatal errors (NXDOMAIN,
-    certificate)                 the job fails as its own fetch would: fatal
-
-A robots.txt unreachable for INGEST_ROBOTS_UNREACHABLE_MAX_SECONDS is taken as unavailable
-(RFC 9309: after a "reasonably long period"), so a broken server does not hold its domain's
-jobs back for ever. RFC 9309 names no file that cannot be parsed: one not parsed within the
-extraction deadline is read as unreachable, held back as a 5xx is, not as a licence.
+What an answer for /robots.txt makes of a domain's rules (`rules_from_answer`, whose
+docstring has the table of answers, and `rules_from_failure`), how long a robots.txt that
+cannot be read holds its jobs back (`while_unreachable`), and whether a URL may be fetched
+(`refusal`). Reading robots.txt and keeping it is `app.fetch.robots_reader`'s; the domain's
+minimum interval with Crawl-delay is the claim's (`app.rules.scheduling.min_interval`).
 """
 
 import hashlib
@@ -136,8 +118,25 @@ def product_token(user_agent: str) -> str:
 
 
 def rules_from_answer(status: int, body: bytes, retry_after: str | None) -> RobotsRules | Failure:
-    """The rules an answer for /robots.txt gives, or the failure its job takes (the table in
-    this module's docstring). `body` is what was read of it, at most INGEST_ROBOTS_MAX_BYTES."""
+    """The rules an answer for /robots.txt gives, or the failure its job takes. `body` is
+    what was read of it, at most INGEST_ROBOTS_MAX_BYTES.
+
+    What each answer means (RFC 9309 section 2.3.1)::
+
+        2xx                          the rules it holds (`parse`: capped, then read by Protego)
+        2xx not parsed in time       "unreachable", as a 5xx (`rules_not_parsed`)
+        429, 503 with Retry-After    rate-limited, like any such answer: the job is deferred
+        other 4xx (401, 403, 404)    "unavailable": no rules, everything allowed
+        5xx                          "unreachable": the job is a transient failure (retried)
+        more than 5 redirects, a
+        redirect refused or no URL   "unavailable": everything allowed
+        transient network errors     "unreachable", as a 5xx
+        other fatal errors (NXDOMAIN,
+        certificate)                 the job fails as its own fetch would: fatal
+
+    RFC 9309 names no file that cannot be parsed: one not parsed within the extraction
+    deadline is read as unreachable, held back as a 5xx is, not as a licence.
+    """
     if 200 <= status < 300:
         return parse(body)
     message = f"robots.txt answered HTTP {status}"
@@ -258,8 +257,10 @@ def while_unreachable(
     failure: Failure, failing_since: datetime, now: datetime, max_seconds: float
 ) -> RobotsRules | Failure:
     """A transient failure to read robots.txt holds its jobs back (they are retried) until
-    it has lasted `max_seconds`; then robots.txt is taken as unavailable: everything
-    allowed. A fatal or rate-limited failure stands as it is."""
+    it has lasted `max_seconds` (INGEST_ROBOTS_UNREACHABLE_MAX_SECONDS); then robots.txt is
+    taken as unavailable, everything allowed (RFC 9309: after a "reasonably long period"),
+    so a broken server does not hold its domain's jobs back for ever. A fatal or
+    rate-limited failure stands as it is."""
     if failure.kind is not ErrorKind.TRANSIENT:
         return failure
     if (now - failing_since).total_seconds() >= max_seconds:

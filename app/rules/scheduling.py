@@ -9,12 +9,9 @@ holds a pending job back, for operators.
 
 Fair share is stride scheduling: each tenant has a pass, the virtual time at which its next
 job starts; among candidates of the same priority the tenant with the lowest pass goes
-next, and each job it is served advances its pass by its stride, `PASS_UNIT / weight`. Two
-backlogged tenants of weights 3 and 1 are so served 3 jobs to 1. A tenant's pass is never
-taken below the claim's floor, the highest pass any tenant was last served at (`last_pass`,
-the system's virtual time now): a tenant back from idle (or from waiting on a paused
-domain) starts level with the busiest, so it cannot bank credit and then shut the others
-out, and ties go to the tenant served least recently, so it goes first.
+next, and each job it is served advances its pass by its stride, `PASS_UNIT / weight`: two
+backlogged tenants of weights 3 and 1 are served 3 jobs to 1. How a tenant back from idle
+starts: `choose`.
 """
 
 import heapq
@@ -139,6 +136,11 @@ def choose(
     `domain_max_in_flight` fetches running, or started a fetch less than its
     minimum interval ago (`min_interval`: so at most one start per domain per claim when
     there is one).
+
+    `floor` is the highest pass any tenant was last served at (`last_pass`, the system's
+    virtual time now): a tenant back from idle (or from waiting on a paused domain) starts
+    level with the busiest, so it cannot bank credit and then shut the others out, and ties
+    go to the tenant served least recently, so it goes first.
     """
     passes = {tenant: _start(state, floor) for tenant, state in tenants.items()}
     served: dict[str, tuple[int, datetime]] = {
@@ -275,9 +277,8 @@ def candidates_per_tenant(weights: list[int], limit: int, quota: int) -> list[in
     `limit`: twice the share its weight would get in turn, at least 2 (room for jobs that
     domain limits turn away within this claim, without locking far more candidates than
     one claim takes), never more than its `quota` (INGEST_TENANT_MAX_IN_FLIGHT; 0: none)
-    lets one claim take. Each by its own weight: the heaviest's count for every tenant
-    locked half as many rows again (32 tenants of weights 1 to 5, a claim of 32: 128
-    candidates, now 88)."""
+    lets one claim take. Each by its own weight, not the heaviest's for every tenant, which
+    locked far more rows (docs/design/worker.md)."""
     total = sum(weights)
     most = min(2 * limit, quota or 2 * limit)
     return [min(most, max(2, math.ceil(2 * limit * weight / total))) for weight in weights]

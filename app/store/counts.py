@@ -5,8 +5,8 @@ tenant likewise: the sums of `bytes_kept`, whose rows triggers on `job_contents`
 (migration 0017: a row per statement and tenant on PostgreSQL, per version on SQLite).
 
 The rows pile up between folds, a few per claim or record; `fold` replaces them with one
-row per tenant and status, or per tenant (the worker calls it as it looks back for expired
-leases). A count is exact whenever read: the rows not folded yet are summed too.
+row per tenant and status, or per tenant (the maintenance service calls it now and then:
+`app.store.maintenance`). A count is exact whenever read: the rows not folded yet are summed too.
 """
 
 from collections.abc import Sequence
@@ -17,7 +17,6 @@ import sqlalchemy as sa
 
 from app.model import JobStatus
 from app.store.database import Database
-from app.store.dialect import binds_lists
 from app.store.tables import bytes_kept, job_counts
 
 TENANTS_SHOWN = 1000
@@ -88,55 +87,23 @@ _JOBS = _Changes(job_counts, ("tenant", "status"), "jobs")
 _BYTES = _Changes(bytes_kept, ("tenant",), "bytes")
 
 
-def _fold_in_one_statement(changes: _Changes) -> sa.Select[Any]:
-    """`_fold` as one statement on PostgreSQL (a data-modifying CTE: `binds_lists`): the rows
-    of changes never leave the server: 92-108 ms for 60,000-68,000 of them at 10 M jobs,
-    where reading them into Python and summing them there took 283-293 ms, in the worker's
-    event loop, between two claims."""
-    table, names = changes.table, [*changes.keys, changes.change]
-    gone = sa.delete(table).returning(*(table.c[name] for name in names)).cte("gone")
-    keys = [gone.c[key] for key in changes.keys]
-    total = sa.func.sum(gone.c[changes.change])
-    sums = sa.select(*keys, total).group_by(*keys).having(total != 0)
-    written = sa.insert(table).from_select(names, sums).cte("written")
-    return sa.select(sa.func.count()).select_from(gone).add_cte(written)
-
-
-_FOLD_IN_ONE_STATEMENT = {changes: _fold_in_one_statement(changes) for changes in (_JOBS, _BYTES)}
-
-
-def _fold(changes: _Changes, conn: sa.Connection) -> int:
-    """Delete every row of `changes` and write back their sums, one row per key (none for
-    a sum of 0); how many rows were folded. On PostgreSQL a row a concurrent transaction
-    adds meanwhile is not deleted (not in the delete's snapshot) and stays to be summed;
-    two folds at once delete disjoint rows."""
-    if binds_lists(conn.dialect.name):
-        return int(conn.execute(_FOLD_IN_ONE_STATEMENT[changes]).scalar_one())
-    table, names = changes.table, [*changes.keys, changes.change]
-    gone = conn.execute(sa.delete(table).returning(*(table.c[name] for name in names))).all()
-    sums: dict[tuple[Any, ...], int] = {}
-    for *key, change in gone:
-        sums[tuple(key)] = sums.get(tuple(key), 0) + change
-    rows = [dict(zip(names, (*key, total), strict=True)) for key, total in sorted(sums.items())]
-    if rows := [row for row in rows if row[changes.change]]:
-        conn.execute(sa.insert(table), rows)
-    return len(gone)
-
-
 def _rows_of(table: sa.Table) -> sa.ScalarSelect[Any]:
     return sa.select(sa.func.count()).select_from(table).scalar_subquery()
 
 
 async def fold(database: Database, at: int = FOLD_AT) -> int:
     """Fold the rows of changes of the job counts and of the bytes kept, of each table that
-    has more than `at` (a read, without SQLite's write lock, says which); how many rows
-    were folded."""
+    has more than `at` (a read, without SQLite's write lock, says which), each the way its
+    backend folds (`backend.counts.fold`); how many rows were folded."""
     async with database.read() as conn:
         rows = (await conn.execute(sa.select(_rows_of(job_counts), _rows_of(bytes_kept)))).one()
     due = [changes for changes, n in zip((_JOBS, _BYTES), rows, strict=True) if n and n > at]
     if not due:
         return 0
-    return await database.transact(lambda conn: sum(_fold(changes, conn) for changes in due))
+    statements = database.backend.counts
+    return await database.transact(
+        lambda conn: sum(statements.fold(conn, c.table, c.keys, c.change) for c in due)
+    )
 
 
 async def bytes_kept_by(database: Database, tenants: Sequence[str] | None = None) -> dict[str, int]:

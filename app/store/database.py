@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.store.backends import Backend, backend_for
 from app.store.backends.writes import NewRows
 
-if TYPE_CHECKING:  # Alembic is imported where it migrates: a worker never does (~0.5 s).
+if TYPE_CHECKING:  # Alembic is imported where it migrates: a worker never pays for its import.
     from alembic.config import Config
 
 T = TypeVar("T")

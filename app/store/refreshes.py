@@ -5,7 +5,7 @@ A refresh is asked for by an operator (`JobStore.refresh`, `refresh_all`), or co
 the job's own schedule: each success of a job with `refresh_every` stores `refresh_at`, and
 workers move the succeeded jobs whose `refresh_at` has passed back to pending (`stage_due`,
 as Oban's stager moves scheduled jobs to available). The claim never looks at jobs waiting
-for a refresh: a hundred thousand of them cost it nothing, and the index on `refresh_at`
+for a refresh, so however many wait they cost it nothing, and the index on `refresh_at`
 serves the stager.
 
 Back in pending a refresh is a job like any other (domain rules, fair share, priority,

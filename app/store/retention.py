@@ -3,19 +3,13 @@ and the rows of domains that no job names any more.
 
 Succeeded and cancelled jobs go, with their attempts and stored content (the foreign keys
 cascade), unless they refresh on a schedule (`refresh_every`). Dead jobs stay until an
-operator retries or deletes them; pending and running jobs are never touched. The worker
-calls this now and then (`Queue.prune`, `Queue.prune_domains`).
+operator retries or deletes them; pending and running jobs are never touched. The
+maintenance service calls this now and then (`app.store.maintenance`).
 
-A domain's row goes once no job names it and it holds nothing a fresh row would not: no
-pause or minimum interval still running, no failure streak, no fetch in flight. Without
-this the table only grew, a row per host ever submitted. The delete checks all of that in
-the one statement that deletes, so a job inserted before it (and committed) keeps its
-domain's row. One race is left, on PostgreSQL only (SQLite's writers take turns): a submit
-that found the row in its snapshot inserts no row, and a delete whose snapshot misses the
-submit's job, not yet committed, deletes it; the job then has no domain row. Nothing fails
-for it: reads say nothing holds the job back, and the claim that finds the row missing
-inserts it afresh and counts its fetch there (`app.store.claim`). A running job's row
-cannot go: its claim counted it in flight.
+A domain's row goes once no job names it and it holds nothing a fresh row would not (no
+pause or interval still running, no failure streak, no fetch in flight), all checked in the
+one statement that deletes. The one race left (PostgreSQL only), and why nothing fails for
+it, is in docs/operating/retention.md.
 """
 
 from datetime import datetime
@@ -35,9 +29,9 @@ DOMAIN_BATCH = 1000
 """Domain rows read per batch (without the write lock) and at most deleted per transaction."""
 
 DOMAIN_SWEEP = 50_000
-"""Domain rows looked at per prune, the next prune going on where it stopped: a table of a
-million rows, every one still named by a job, took 6-9 s to walk whole, and the worker
-claims nothing while it prunes. 50,000 rows take a fraction of a second."""
+"""Domain rows looked at per prune, the next prune going on where it stopped: the worker
+claims nothing while it prunes, and a large table walked whole held it up
+(docs/design/store.md)."""
 
 PRUNABLE = (JobStatus.SUCCEEDED.value, JobStatus.CANCELLED.value)
 

@@ -4,9 +4,6 @@ declared here once, imported from here by every store module. A job as reads ret
 
 Timestamps are stored as naive UTC in both databases (`UTCDateTime`) and come back aware,
 so SQLite's text timestamps and PostgreSQL's compare the same way.
-
-Why one module past 300 lines: declarations only (columns, indexes, partial predicates), the
-one place a table is defined.
 """
 
 import os
@@ -43,10 +40,8 @@ def new_job_id() -> str:
     made in ms, its other 74 random. Ids made close in time sort close together, so the jobs
     a claim or a record touches at once (made within the same hours) share the primary
     key's pages, and their child rows' `job_id` pages. With random ids (version 4) each of
-    a claim's 32 jobs wrote to a page of its own, and each page's first write after a
-    checkpoint put the whole page (8 KB) in the WAL: at ten million jobs a claim and its
-    record wrote 840-1,180 KB of WAL, against 330-670 KB, and claims took 9-12 ms p50 against
-    8-9.5 (docs/benchmarks.md, "Time-ordered job ids"). Random below the
+    a claim's jobs wrote to a page of its own, and each page's first write after a
+    checkpoint put the whole page in the WAL (docs/design/store.md). Random below the
     millisecond, not a counter as some makers of version 7 use: jobs of one batch then differ
     by their 16th character, which keeps the CLI's short ids short (`app.cli.output`)."""
     bits = time.time_ns() // 1_000_000 << 80 | int.from_bytes(os.urandom(10))
@@ -134,8 +129,8 @@ class JobFields(SQLModel):
 
 class Job(JobFields):
     """A job as the store reads it. A plain model, not the mapped table class: building one
-    of those per row went through SQLAlchemy's instrumented attributes, 80 us a job, half
-    the API's time for a batch of 1,000 (7.5 us this way)."""
+    of those per row goes through SQLAlchemy's instrumented attributes, which made reads of
+    many jobs slow (docs/design/store.md)."""
 
     # Not a column: set by the read that loaded the job with its domain's row.
     _blocked_by: Blocked | None = PrivateAttr(default=None)
@@ -465,8 +460,8 @@ workers: sa.Table = WorkerRow.__table__  # type: ignore[attr-defined]
 READY = f"status = '{JobStatus.PENDING}' AND retry_after IS NULL"
 """A pending job with no `retry_after`: claimable as soon as its domain lets it. A retry, a
 deferral or a `not_before` waits outside the claim's indexes until it comes due and the
-claim moves it in (`app.store.claim`, step 0): at ten million jobs, waiting jobs at the
-head of a tenant's list made each claim step over them, 47 ms for a claim of 32."""
+claim moves it in (`app.store.claim`, step 0): waiting jobs at the head of a tenant's list
+made each claim step over them (docs/design/store.md)."""
 
 # The claim scans only ready rows in claim order, however many terminal or waiting rows pile
 # up. (Declared here, not in __table_args__, because the column must exist to sort it DESC.)
@@ -499,8 +494,8 @@ DUE_SINCE = sa.func.coalesce(jobs.c.retry_after, jobs.c.updated_at)
 """When a pending job became claimable: its `retry_after`, else when it last became pending
 (every move into pending sets `updated_at`). For the queue-lag metric."""
 
-# GET /stats and the metrics' oldest pending and longest due jobs: the first row of each
-# (with 1 M pending jobs, their min() read every pending row: 6 s).
+# GET /stats and the metrics' oldest pending and longest due jobs: the first row of each,
+# where a min() read every pending row (docs/design/store.md).
 partial_index("ix_jobs_pending_created", jobs.c.created_at, where=f"status = '{JobStatus.PENDING}'")
 partial_index("ix_jobs_pending_due", DUE_SINCE, where=f"status = '{JobStatus.PENDING}'")
 

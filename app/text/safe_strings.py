@@ -40,7 +40,7 @@ def storable_text(value: str) -> str:
     of either database holds it (a decoder can yield a lone surrogate: UTF-7's does, even
     with `errors="replace"`). The length stays the same."""
     if not value.isascii():
-        # Encoding is the quick test (a scan by the regular expression costs twice as much),
+        # Encoding is the quick test (docs/design/extraction.md: quicker than the regex),
         # and ASCII, the common case, needs none: it holds no surrogate.
         try:
             value.encode("utf-8")

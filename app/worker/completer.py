@@ -2,28 +2,15 @@
 
 A fetch's outcome is handed over with `add` (it never waits); the `Completer` writes what
 has gathered in one transaction (`Queue.record`, fenced on each lease), batching only when
-it pays (group commit):
-- while a write is in flight, what is added waits for the next one, which takes it all;
-- when the writer is free, an outcome is written at once if no other is on its way (no
-  fetch of the worker running, none queued: a lone job at a trickle pays no delay), or
-  once a slot's worth is waiting; otherwise the batch gathers for at most
-  INGEST_RECORD_DELAY_SECONDS, since other outcomes are coming. Only a recorded outcome
-counts: its log line and metrics, and the domain pause policy asks for, follow the write.
-Until then the job stays `running` under its lease, which the worker's heartbeat renews
-(`unrecorded`); if the process dies first, the lease runs out and the job is fetched again: at
-least once, never lost.
+it pays (group commit; when it writes: `Completer.run`). Only a recorded outcome counts:
+its log line and metrics, and the domain pause policy asks for, follow the write. Until
+then the job stays `running` under its lease, which the worker's heartbeat renews
+(`unrecorded`); if the process dies first, the lease runs out and the job is fetched
+again: at least once, never lost.
 
-A write that fails because the database cannot serve (it is away, full, out of connections:
-`app.store.outages.database_unavailable`) keeps its outcomes and is tried again, fenced as
-ever, after a growing wait, for up to INGEST_LEASE_SECONDS; then the outcomes are given up
-(logged), and their jobs come back when their leases run out. Meanwhile `failing` is true,
-and the worker claims nothing: a job it fetched then could not be recorded either, and
-would cost an attempt for nothing.
-
-A write that fails for any other reason is a batch the database refuses, most likely for
-one outcome in it: the outcomes are then written one by one, so a bad one costs its
-batch-mates nothing. One that cannot be written even alone is given up at once (logged
-with its error), and its job comes back when its lease runs out; the worker goes on.
+A write the database cannot serve is tried again, and one it refuses is split
+(`Completer._write`); while a write is being tried again, `failing` is true and the worker
+claims nothing.
 """
 
 import asyncio
@@ -114,7 +101,13 @@ class Completer:
         self._full.set()
 
     async def run(self) -> None:
-        """Write batches until closed and nothing waits."""
+        """Write batches until closed and nothing waits.
+
+        While a write is in flight, what is added waits for the next one, which takes it
+        all. When the writer is free, an outcome is written at once if no other is on its
+        way (no fetch of the worker running, none queued: a lone job at a trickle pays no
+        delay), or once a slot's worth is waiting; otherwise the batch gathers for at most
+        INGEST_RECORD_DELAY_SECONDS, since other outcomes are coming."""
         while True:
             await self._gathered.wait()
             if not self._closing and not self._full.is_set():
@@ -132,6 +125,20 @@ class Completer:
                 return
 
     async def _write(self, batch: Sequence[Outcome]) -> None:
+        """Write `batch`, whatever fails.
+
+        A write that fails because the database cannot serve (it is away, full, out of
+        connections: `app.store.outages.database_unavailable`) keeps its outcomes and is
+        tried again, fenced as ever, after a growing wait, for up to INGEST_LEASE_SECONDS;
+        then the outcomes are given up (logged), and their jobs come back when their leases
+        run out. Meanwhile `failing` is true, and the worker claims nothing: a job it
+        fetched then could not be recorded either, and would cost an attempt for nothing.
+
+        A write that fails for any other reason is a batch the database refuses, most
+        likely for one outcome in it: the outcomes are then written one by one, so a bad
+        one costs its batch-mates nothing. One that cannot be written even alone is given
+        up at once (logged with its error), and its job comes back when its lease runs
+        out; the worker goes on."""
         give_up = self.clock() + timedelta(seconds=self.batching.lease_seconds)
         try:
             await self._write_until_given_up(batch, give_up)

@@ -1,29 +1,17 @@
-"""The job worker: claim -> fetch -> settle -> record, with a local queue at each end.
+"""The job worker: claim -> fetch -> settle -> hand to the completer, with a local queue.
 
-`tick()` is one pass of the loop (`app.worker.loop`): take back expired leases now and then, prune
-now and then, and top up the local queue with one claim of many jobs. Slots take jobs from the local
-queue without a round trip (graphile-worker's "local queue"); a claim runs only when the queue has
-room for a good batch, or when a slot would otherwise idle. The queue holds only as much work as the
-slots finish in INGEST_WORKER_PREFETCH_SECONDS (`app.rules.prefetch`), so a priority submitted later
-is not held behind it for long. Each job runs in a task of its own: fetch it (`app.fetch`), let
-policy settle the outcome (`app.rules.policy.settle`) and hand it to the completer
-(`app.worker.completer`), which records many at once and then logs and counts them ("batched
-completion").
+`tick()` is one pass of the loop (`app.worker.loop`): top up the local queue with one claim
+of many jobs. Slots take jobs from the local queue without a round trip (graphile-worker's
+"local queue"), which holds only the work the slots finish in INGEST_WORKER_PREFETCH_SECONDS
+(`app.rules.prefetch`). Each job runs in a task of its own: fetch it (`app.fetch`), let
+policy settle it (`app.rules.policy.settle`) and hand the outcome to the completer
+(`app.worker.completer`), which records many at once ("batched completion").
 
-What batching trades: a process that dies can leave up to INGEST_WORKER_PREFETCH queued
-jobs, INGEST_WORKER_CONCURRENCY running ones and the outcomes of the last
-INGEST_RECORD_DELAY_SECONDS leased until their leases run out (INGEST_LEASE_SECONDS); they
-are then fetched again. A worker that stops hands its queued jobs back at once, gives the
-running ones the grace period, hands back the rest, and records everything before it exits.
-
-The worker never sleeps on a job: a failed job's next attempt time is written to its row
-and the loop moves on. It issues no SQL and decides nothing.
-
-Operators see each worker in the `workers` table (`app.store.workers`): its row is written
-at start and every heartbeat interval (its load), and marked stopped after a clean stop.
-
-Why one module past 300 lines: the worker's one path (claim, fetch, settle, hand to the
-completer) with its heartbeat and hand-back, read top-down in one place.
+The worker never sleeps on a job (a failed job's next attempt time is written to its row),
+issues no SQL (`app.store.queue`), decides nothing, and does none of the house's chores
+(`app.worker.maintenance`, run beside it). Its row in the `workers` table
+(`app.store.workers`) is written at start and every heartbeat, and marked stopped after a
+clean stop. What batching trades, and how a stop hands work back: `Worker`.
 """
 
 import asyncio
@@ -52,17 +40,6 @@ from app.worker.loop import Held, Loop
 
 log = logging.getLogger("ingest.worker")
 
-PRUNE_INTERVAL = timedelta(minutes=5)
-"""How often a worker deletes finished jobs past INGEST_RETENTION_DAYS."""
-
-FOLD_INTERVAL = timedelta(seconds=5)
-"""How often a worker folds the changes to the job counts (`app.store.counts`), which GET
-/stats sums until folded: two rows a claim or record per tenant it touches on PostgreSQL,
-some 6,000 a second for a worker draining 1,600 jobs/s of 100 tenants. At 10 M jobs GET
-/stats took 12-14 ms with them folded and 24-34 ms with 60,000-80,000 unfolded (15 s of
-such a drain); 30 s apart, folds let 180,000 pile up. A fold of fewer than `FOLD_AT` rows
-is skipped after a count."""
-
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -82,11 +59,16 @@ class WorkerRules:
     lease_seconds: float
     poll_interval_seconds: float
     shutdown_grace_seconds: float
-    retention_days: float
-    """0: nothing is pruned."""
 
 
 class Worker:
+    """What batching trades: a process that dies can leave up to INGEST_WORKER_PREFETCH
+    queued jobs, INGEST_WORKER_CONCURRENCY running ones and the outcomes of the last
+    INGEST_RECORD_DELAY_SECONDS leased until their leases run out (INGEST_LEASE_SECONDS);
+    they are then fetched again. A worker that stops hands its queued jobs back at once,
+    gives the running ones the grace period, hands back the rest, and records everything
+    before it exits."""
+
     def __init__(
         self,
         queue: Queue,
@@ -139,9 +121,6 @@ class Worker:
         wakes the loop."""
         self._submitted_priority: int | None = None
         """The highest priority submitted since the last claim began."""
-        self._next_take_back = clock()
-        self._next_prune = clock() + PRUNE_INTERVAL
-        self._next_fold = clock() + FOLD_INTERVAL
         self._started_at = clock()
 
     def notify(self) -> None:
@@ -240,8 +219,8 @@ class Worker:
         log.info("worker %s stopped", self.id)
 
     async def tick(self) -> float | Held:
-        """One pass: take back expired leases, prune and fold the job counts when due; top up
-        the local queue with one claim. Returns how long the loop may wait before the next pass.
+        """One pass: top up the local queue with one claim. Returns how long the loop may
+        wait before the next pass.
 
         Nothing while the completer cannot record (its write failed and is being tried
         again): what this worker fetched now could not be recorded either. Held, so the
@@ -249,17 +228,6 @@ class Worker:
         if self.completer.failing:
             return self._hold_back()
         now = self.clock()
-        if now >= self._next_take_back:
-            self._next_take_back = now + timedelta(seconds=self._take_back_interval)
-            await self._look_back(now)
-        if self.rules.retention_days and now >= self._next_prune:
-            self._next_prune = now + PRUNE_INTERVAL
-            await self._prune(now)
-        if now >= self._next_fold:
-            self._next_fold = now + FOLD_INTERVAL
-            await self.queue.fold_counts()
-        if self.completer.failing:  # a write failed while the chores above awaited
-            return self._hold_back()
         slots = self.rules.concurrency
         room = claim_size(slots, self._capacity, len(self._running), len(self._queued))
         if not room:
@@ -363,40 +331,11 @@ class Worker:
                 error_line(exc),
             )
 
-    async def _look_back(self, now: datetime) -> None:
-        """Record the expired leases of other (dead or hung) workers as policy settles them,
-        and put the scheduled refreshes that came due back to pending, for this claim or
-        another worker's (`app.store.refreshes`)."""
-        overdue = await self.queue.overdue(now)
-        if expired := [policy.expired(lease, now) for lease in overdue.expired]:
-            await self.completer.record(expired)
-        if overdue.refreshes_due and (staged := await self.queue.stage_refreshes(now)):
-            log.info(
-                "worker %s: %s due for a scheduled refresh, pending again",
-                self.id,
-                counted(staged, "job"),
-            )
-
-    async def _prune(self, now: datetime) -> None:
-        """Retention: delete succeeded and cancelled jobs (and their content) that finished
-        more than INGEST_RETENTION_DAYS ago, then the rows of domains no job names any more.
-        Dead jobs stay."""
-        deleted = await self.queue.prune(now - timedelta(days=self.rules.retention_days))
-        if deleted:
-            log.info("worker %s: deleted %s (retention)", self.id, counted(deleted, "finished job"))
-        unused = await self.queue.prune_domains(now)
-        if unused:
-            log.info(
-                "worker %s: deleted %s (retention)", self.id, counted(unused, "unused domain row")
-            )
-
-    @property
-    def _take_back_interval(self) -> float:
-        return min(self.rules.poll_interval_seconds, self.rules.lease_seconds / 2)
-
     @property
     def _max_wait(self) -> float:
-        return min(self.rules.poll_interval_seconds, self._take_back_interval)
+        """The longest an idle worker waits: a poll, at most half a lease (as often as
+        expired leases are looked for: `app.worker.maintenance`)."""
+        return min(self.rules.poll_interval_seconds, self.rules.lease_seconds / 2)
 
     async def _idle_timeout(self, now: datetime) -> float:
         """How long the loop may wait: until the next retry is due, at most one poll."""

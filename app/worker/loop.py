@@ -1,17 +1,17 @@
 """The one background loop: wait (wake-up | timeout | stop) -> tick -> again.
 
-The job worker and the webhook sender are each a `tick()` (one pass: claim what is due and
-start it) run by a `Loop`. A tick answers how long the loop may wait before the next one;
-a wake-up (new work, a freed slot) cuts the wait short. A tick that raises (the database is
-away) is retried after a wait that grows with the failed ticks in a row (`error_wait`, from
-0.5 s to 5 s), which no wake-up cuts short; each retry is one log line, and a traceback
-is logged once per distinct error until a tick succeeds again. A tick held back by what it
-depends on (`Held`) is neither: the loop waits, and says it recovered only once a tick
-has done its work again.
+The job worker, the webhook sender and the maintenance service are each a `tick()` (one
+pass: claim what is due and start it, or do the chores that are due) run by a `Loop`. A
+tick answers how long the loop may wait; a wake-up (new work, a freed slot) cuts the wait
+short. A tick that raises (the database is away) is retried after a wait that grows with
+the failed ticks in a row (`error_wait`), which no wake-up cuts short; each retry is one
+log line, and a traceback is logged once per distinct error until a tick succeeds again. A
+tick held back by what it depends on (`Held`) is neither: the loop waits, and says it
+recovered only once a tick has done its work again.
 
-A running loop says so in its process's metrics: `ingest_worker_up` is 1 from its start to
-its end, and `ingest_worker_last_tick_timestamp_seconds` moves with each tick that neither
-failed nor was held (`app.observability.events`).
+A running loop (the worker's, the sender's) says so in its process's metrics:
+`ingest_worker_up` is 1 from its start to its end, and `ingest_worker_last_tick_timestamp_seconds`
+moves with each tick that neither failed nor was held (`app.observability.events`).
 """
 
 import asyncio
@@ -71,11 +71,14 @@ class Loop:
         log: logging.Logger,
         wakeup: Wakeup | None = None,
         role: str | None = None,
+        reports: bool = True,
     ) -> None:
         """`name` starts the loop's log lines; `role` (default: the name) labels its
-        liveness metrics, so it names what runs (worker, webhooks), not which instance."""
+        liveness metrics, so it names what runs (worker, webhooks), not which instance;
+        `reports`: whether it has those metrics (the maintenance service's loop has none)."""
         self.name = name
         self.role = role or name
+        self.reports = reports
         self.tick = tick
         self.log = log
         self.wakeup = wakeup or Wakeup()
@@ -91,11 +94,13 @@ class Loop:
         self.wakeup.set()
 
     async def run(self) -> None:
-        events.loop_started(self.role)
+        if self.reports:
+            events.loop_started(self.role)
         try:
             await self._run()
         finally:
-            events.loop_stopped(self.role)
+            if self.reports:
+                events.loop_stopped(self.role)
 
     async def _run(self) -> None:
         failed = 0
@@ -120,7 +125,8 @@ class Loop:
             if isinstance(wait, Held):
                 wait = wait.seconds
             else:
-                events.loop_ticked(self.role)
+                if self.reports:
+                    events.loop_ticked(self.role)
                 if failed:
                     self.log.info(
                         "%s: recovered after %s", self.name, counted(failed, "failed attempt")

@@ -1,23 +1,15 @@
 """`ingest serve`'s worker in a process of its own (INGEST_WORKER_PROCESS): started, woken,
 watched and stopped by serve's `Runtime`.
 
-Why a process: a thread of serve's own shares the interpreter lock, and a worker draining at
-full speed holds it most of the time, so every request waits for it (POST /jobs p99 beside
-the embedded thread about twice what it is beside a worker apart, docs/benchmarks.md).
-
-The child is `ingest worker --child`, started as `python -P -m app`: ingest's `app` as
-installed, never one in the working directory (plain `-m` imports that one first, and would
-run it with every secret serve holds). It is given what a worker needs and no more: the
-first line of its standard input is its `Handoff` (serve's settings less its API's, the API
-keys above all, and the digests of the admin keys its metrics port accepts), and its
-environment is serve's without the INGEST_* variables (INGEST_API_KEYS among them). Each
-line after that one is a wake-up, one per submit to serve's API, carrying the highest
-priority submitted (SQLite has no NOTIFY to carry it to another process). When its input
-ends (serve stops, or dies) it stops as on SIGTERM: its jobs in flight finish or go back, and
-no worker outlives its API. It runs in a session of its own, so a terminal's Ctrl-C reaches
-serve alone, which then stops it. If it exits while serve runs, serve logs how and starts
-another, after a wait that grows with the crashes in a row; one that stopped cleanly (it was
-sent SIGTERM itself) is not started again.
+A process, not a thread of serve's: a worker draining at full speed holds the interpreter
+lock most of the time, and every request would wait for it (docs/design/worker.md). The
+child is `ingest worker --child`, given what a worker needs and no more: its `Handoff` on
+the first line of its standard input, serve's environment less the INGEST_* variables.
+Each line after that one is a wake-up, one per submit to serve's API (`WorkerProcess.wake`).
+When its input ends (serve stops, or dies) it stops as on SIGTERM: its jobs in flight
+finish or go back, and no worker outlives its API. It runs in a session of its own, so a
+terminal's Ctrl-C reaches serve alone, which then stops it. What serve does when it exits
+on its own: `WorkerProcess`.
 """
 
 import asyncio
@@ -53,8 +45,10 @@ API_SETTINGS = frozenset(
 
 @dataclass(frozen=True)
 class Handoff:
-    """What serve tells its worker child first: the settings a worker reads, and the keys
-    its metrics port accepts (the admins', by digest: the scrape serve's /metrics allows)."""
+    """What serve tells its worker child first: the settings a worker reads (serve's less
+    its API's, the API keys above all), and the keys its metrics port accepts (the admins',
+    by digest: the scrape serve's /metrics allows). Its environment is serve's without the
+    INGEST_* variables (INGEST_API_KEYS among them)."""
 
     settings: Settings
     metrics_keys: Keys
@@ -84,6 +78,10 @@ finished, handing back the rest) before it is killed."""
 
 
 class WorkerProcess:
+    """Serve's handle on its worker child. If the child exits while serve runs, serve logs
+    how and starts another, after a wait that grows with the crashes in a row; one that
+    stopped cleanly (it was sent SIGTERM itself) is not started again."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._process: asyncio.subprocess.Process | None = None
@@ -96,8 +94,9 @@ class WorkerProcess:
 
     def wake(self, priority: int | None) -> None:
         """Tell the child something may be due now (a submit): a line with the highest
-        priority submitted (`app.model.wake_payload`), unless the pipe still holds unread
-        lines (they wake it all the same) and this one says no higher priority."""
+        priority submitted (`app.model.wake_payload`; SQLite has no NOTIFY to carry it to
+        another process), unless the pipe still holds unread lines (they wake it all the
+        same) and this one says no higher priority."""
         stdin = self._process.stdin if self._process else None
         if stdin is None or stdin.is_closing():
             return
@@ -150,6 +149,9 @@ class WorkerProcess:
             await wait_for_event(self._stopping, wait)
 
     async def _spawn(self) -> asyncio.subprocess.Process:
+        """`python -P -m app worker --child`: ingest's `app` as installed, never one in the
+        working directory (plain `-m` imports that one first, and would run it with every
+        secret serve holds)."""
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-P",

@@ -3,30 +3,15 @@
 The loop: wait (wake-up | next due | poll | stop) -> claim due deliveries -> POST each ->
 record delivered, pending with a `retry_after`, or dead. Deliveries are owed in the
 transaction that finishes the job (`app.store.deliveries.owe`), so none is lost to a crash;
-a POST may be repeated (a sender that dies after the answer), so receivers de-duplicate
-on the job id and event.
+a POST may be repeated (a sender that dies after the answer), so receivers de-duplicate on
+the job id and event. The body and its events: `Deliverer._deliver`; the signature: `sign`.
 
-The body is `{"event": ..., "job": <the job as GET /jobs/{id} answers it>}`; a job submitted
-with `callback_content` text or markdown adds `"content": {"format", "text", "truncated"}`
-(null when the job has none), its text cut to INGEST_WEBHOOK_CONTENT_MAX_BYTES.
-
-Events: `job.succeeded` (a first success), `job.dead`, and for refreshes `job.changed` (a
-new content version; the body adds `"change": {"from": {"version", "text_sha256"} | null,
-"to": {...}}`, from the version before the job's last, if still kept) and `job.gone` (404
-or 410: dead, its last content kept). The job is as it is when the POST is made.
-
-Failures are classified with the fetches' machinery (`app.rules.policy.classify_exception`,
-`classify_status`) and retried when `app.rules.policy.delivery_retry_at` says (the same backoff
-settings); fatal answers (4xx, a blocked address) end the delivery at once. Only an
-answer's status and Retry-After are looked at: its body is never read, let alone decoded,
-so a receiver cannot make the sender hold or inflate anything. A delivery never changes
-its job. This module issues no SQL (that is `app.store.deliveries`) and never sleeps on a
-delivery: the next attempt time is written to the row.
-
-The signature, for receivers (README "Webhooks" shows how to check it)::
-
-    Ingest-Timestamp: <unix seconds>
-    Ingest-Signature: sha256=<hex HMAC-SHA256(INGEST_WEBHOOK_SECRET, "<timestamp>.<body>")>
+Failures are classified with the fetches' machinery and retried when
+`app.rules.policy.delivery_retry_at` says (`Deliverer._post`). Only an answer's status and
+Retry-After are looked at: its body is never read, so a receiver cannot make the sender
+hold or inflate anything. A delivery never changes its job. This module issues no SQL
+(`app.store.deliveries`) and never sleeps on a delivery: the next attempt time is written
+to the row.
 """
 
 import asyncio
@@ -57,7 +42,8 @@ from app.model import CallbackContent, ClaimedDelivery, DeliveryEvent, ErrorKind
 from app.observability import events
 from app.rules import policy
 from app.store.deliveries import DeliveryStore
-from app.store.jobs import JobNotFound, JobStore
+from app.store.jobs import JobStore
+from app.store.jobs.errors import JobNotFound
 from app.store.reads import ContentStore, Part
 from app.wire import JobOut, missing_content
 from app.worker.loop import Loop, Wakeup
@@ -78,7 +64,13 @@ def cut(text: str, max_bytes: int) -> tuple[str, bool]:
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
-    """The Ingest-Signature value: `sha256=` and the hex HMAC of `<timestamp>.<body>`."""
+    """The Ingest-Signature value: `sha256=` and the hex HMAC of `<timestamp>.<body>`.
+
+    For receivers (README "Webhooks" shows how to check it)::
+
+        Ingest-Timestamp: <unix seconds>
+        Ingest-Signature: sha256=<hex HMAC-SHA256(INGEST_WEBHOOK_SECRET, "<timestamp>.<body>")>
+    """
     digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
     return "sha256=" + digest.hexdigest()
 
@@ -164,6 +156,16 @@ class Deliverer:
         return len(claimed)
 
     async def _deliver(self, claimed: ClaimedDelivery) -> None:
+        """POST `claimed` and record what came of it.
+
+        The body is `{"event": ..., "job": <the job as GET /jobs/{id} answers it>}`; a job
+        submitted with `callback_content` text or markdown adds `"content": {"format",
+        "text", "truncated"}` (null when the job has none), its text cut to
+        INGEST_WEBHOOK_CONTENT_MAX_BYTES. Events: `job.succeeded` (a first success),
+        `job.dead`, and for refreshes `job.changed` (a new content version; the body adds
+        `"change": {"from": {"version", "text_sha256"} | null, "to": {...}}`, from the
+        version before the job's last, if still kept) and `job.gone` (404 or 410: dead, its
+        last content kept). The job is as it is when the POST is made."""
         try:
             job = await self.jobs.get(claimed.job_id)
         except JobNotFound:  # deleted meanwhile; its deliveries went with it
@@ -219,6 +221,9 @@ class Deliverer:
         return {"format": chosen.value, "text": text, "truncated": truncated}
 
     async def _post(self, url: str, body: bytes) -> Failure | None:
+        """POST `body`: None, or the failure as the fetches' machinery classifies it
+        (`app.rules.policy.classify_exception`, `classify_status`, the same backoff
+        settings); fatal answers (4xx, a blocked address) end the delivery at once."""
         timestamp = str(int(self.clock().timestamp()))
         headers = {"Content-Type": "application/json", "Ingest-Timestamp": timestamp}
         secret = self.rules.secret.get_secret_value()

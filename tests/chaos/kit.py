@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import asyncpg
 import sqlalchemy as sa
@@ -31,7 +32,7 @@ from tests.support.webserver import Reply, ScriptedServer
 
 HOST = "127.0.0.1"
 
-BUSY = {
+BUSY: dict[str, Any] = {
     "poll_interval_seconds": 0.2,
     "domain_max_in_flight": 1000,  # every page is on 127.0.0.1: no per-domain limit
     "backoff_base_seconds": 0.2,
@@ -48,9 +49,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def started(
-    kind: str, log: Path, database_url: str, **settings: object
-) -> Iterator[ServiceProcess]:
+def started(kind: str, log: Path, database_url: str, **settings: Any) -> Iterator[ServiceProcess]:
     """`ingest serve` (on a free port) or `ingest worker`, with BUSY settings under `settings`;
     stopped (SIGTERM, then SIGKILL) on the way out unless the test ended it."""
     args = ("--host", HOST, "--port", str(free_port())) if kind == "serve" else ()

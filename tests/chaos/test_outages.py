@@ -39,7 +39,7 @@ QUIET_POLL = 30.0
 """An idle worker waits min(poll, lease / 2) = 15 s here: a job picked up within seconds
 came by LISTEN (or, for `ingest serve`'s own worker, by its API's wake-up)."""
 
-SETTINGS: dict[str, object] = {
+SETTINGS: dict[str, Any] = {
     "worker_concurrency": SLOTS,
     "poll_interval_seconds": QUIET_POLL,
     "domain_max_in_flight": 1000,  # every job is on 127.0.0.1: no politeness limit here
@@ -87,7 +87,7 @@ def slow_paths(web: ScriptedServer, count: int, delay: float) -> list[str]:
 
 @asynccontextmanager
 async def serve(
-    log: Path, database_url: str, **settings: object
+    log: Path, database_url: str, **settings: Any
 ) -> AsyncIterator[tuple[ServiceProcess, httpx.AsyncClient]]:
     """`ingest serve` on a free port, up (its worker started unless disabled), and a client."""
     port = free_port()
@@ -113,7 +113,7 @@ async def serve(
 
 @contextmanager
 def worker_processes(
-    tmp_path: Path, database_url: str, count: int, **settings: object
+    tmp_path: Path, database_url: str, count: int, **settings: Any
 ) -> Iterator[list[ServiceProcess]]:
     """`count` `ingest worker` processes (not yet waited on), stopped on the way out."""
     with ExitStack() as stack:

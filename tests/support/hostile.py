@@ -20,6 +20,7 @@ import zlib
 from collections import Counter
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import cast
 from urllib.parse import parse_qs, urlsplit
 
 PAGE = b"<html><head><title>Fine</title></head><body><p>A fine page.</p></body></html>"
@@ -56,7 +57,7 @@ class HostileServer:
         self._httpd.server_close()
 
     def url(self, path: str, host: str | None = None) -> str:
-        return f"http://{host or self._httpd.server_address[0]}:{self.port}{path}"
+        return f"http://{host or cast(str, self._httpd.server_address[0])}:{self.port}{path}"
 
     def _count(self, path: str) -> None:
         with self._lock:
@@ -101,7 +102,7 @@ class HostileServer:
                 self.send_header("Connection", "close")  # the body ends when the socket does
                 self.end_headers()
                 chunk = b"x" * 65536
-                for _ in range(100_000):  # 6.5 GB: far past any limit, but not forever
+                for _chunk in range(100_000):  # 6.5 GB: far past any limit, but not forever
                     self.wfile.write(chunk)
 
             def route_drip(self, _: dict) -> None:
@@ -109,7 +110,7 @@ class HostileServer:
                 self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", "600")
                 self.end_headers()
-                for _ in range(600):
+                for _byte in range(600):
                     self.wfile.write(b"x")
                     self.wfile.flush()
                     time.sleep(0.1)

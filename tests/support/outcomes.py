@@ -15,6 +15,7 @@ from app.model import (
     Transition,
 )
 from app.rules import policy
+from app.store.maintenance import MaintenanceStore
 from app.store.queue import Queue
 
 
@@ -38,8 +39,9 @@ async def record(queue: Queue, outcome: Outcome, now: datetime) -> bool:
 
 
 async def take_back_expired(queue: Queue, now: datetime) -> list[Outcome]:
-    """What a worker's tick does with expired leases; the outcomes recorded."""
-    outcomes = [policy.expired(lease, now) for lease in (await queue.overdue(now)).expired]
+    """What the maintenance service does with expired leases; the outcomes recorded."""
+    overdue = await MaintenanceStore(queue.db).overdue(now)
+    outcomes = [policy.expired(lease, now) for lease in overdue.expired]
     return (await queue.record(outcomes, now)).outcomes
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,7 +111,7 @@ def service(
 
 
 @contextmanager
-def worker_process(log: Path, database_url: str, **settings: object) -> Iterator[ServiceProcess]:
+def worker_process(log: Path, database_url: str, **settings: Any) -> Iterator[ServiceProcess]:
     """`ingest worker`; wait with `await process.wait_for_line(READY)` before relying on it."""
     with service("worker", log, database_url, **settings) as process:
         yield process

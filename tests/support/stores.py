@@ -22,7 +22,12 @@ RESULT = Fetched(200, "http://a.test/", "text/html", 10, "0" * 64, "t")
 
 def new(path: str = "/", **fields: Any) -> NewJob:
     """A job on a.test for tenant t, with 3 attempts, unless `fields` say otherwise."""
-    values = {"url": f"http://a.test{path}", "domain": "a.test", "tenant": "t", "max_attempts": 3}
+    values: dict[str, Any] = {
+        "url": f"http://a.test{path}",
+        "domain": "a.test",
+        "tenant": "t",
+        "max_attempts": 3,
+    }
     return NewJob(**(values | fields))
 
 

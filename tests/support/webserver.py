@@ -13,6 +13,7 @@ import socketserver
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -25,7 +26,7 @@ class Reply:
     body: bytes = b"<html><head><title>Hello</title></head><body>hi</body></html>"
     content_type: str | bytes = "text/html; charset=utf-8"
     """A str is sent as Latin-1 (`"²"` is the byte 0xB2); bytes as they are (`"€".encode()`)."""
-    headers: dict[str, str | bytes] = field(default_factory=dict)
+    headers: Mapping[str, str | bytes] = field(default_factory=dict)
     delay: float = 0.0
     """Seconds to wait before answering."""
     hold: threading.Event | None = None
@@ -97,6 +98,7 @@ class ScriptedServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True  # headers and body go out in two writes
+            _headers_buffer: list[bytes]  # send_response's, which typeshed leaves out
 
             def do_GET(self) -> None:
                 with server._lock:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.extraction import Page, run, score, summary, worst
+from bench.eval_pages import Page
+from bench.extraction import run, score, summary, worst
 from bench.extractors import Candidate, load
 
 PAGE = Page(

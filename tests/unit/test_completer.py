@@ -68,7 +68,7 @@ def outcome(
 def unavailable() -> Exception:
     """An error that says the database cannot serve (SQLite: the disk is full)."""
     error = sqlite3.OperationalError("database or disk is full")
-    error.sqlite_errorcode = 13  # type: ignore[attr-defined]
+    error.sqlite_errorcode = 13
     return sa.exc.OperationalError("INSERT", {}, error)
 
 
@@ -148,7 +148,8 @@ async def settle() -> None:
 
 
 async def test_a_lone_outcome_is_written_at_once_with_nothing_on_its_way():
-    store, recorded = Store(), []
+    store = Store()
+    recorded: list[Outcome] = []
     completer = make(store, recorded=recorded)
     running = asyncio.create_task(completer.run())
     completer.add(outcome(1))
@@ -204,7 +205,8 @@ async def test_close_writes_what_waits_without_the_delay():
 
 
 async def test_a_refused_batch_is_written_one_by_one_and_only_the_bad_outcome_given_up(caplog):
-    store, recorded = Store(), []
+    store = Store()
+    recorded: list[Outcome] = []
     store.refuse = {"job-2"}
     completer = make(store, recorded=recorded)
     await completer._write([outcome(1), outcome(2), outcome(3)])
@@ -217,7 +219,12 @@ async def test_a_refused_batch_is_written_one_by_one_and_only_the_bad_outcome_gi
 
 async def test_an_outage_is_waited_out_and_the_batch_written_whole(monkeypatch):
     waits: list[int] = []
-    monkeypatch.setattr(completer_module, "error_wait", lambda failed: waits.append(failed) or 0)
+
+    def counted(failed: int) -> float:
+        waits.append(failed)
+        return 0
+
+    monkeypatch.setattr(completer_module, "error_wait", counted)
     store = Store()
     store.outages = 2
     completer = make(store)
@@ -263,7 +270,8 @@ async def test_an_outage_past_the_lease_is_given_up(monkeypatch, caplog):
 
 
 async def test_outcomes_whose_leases_were_taken_back_are_not_reported_as_recorded():
-    store, recorded = Store(), []
+    store = Store()
+    recorded: list[Outcome] = []
     store.lost = {"job-2"}
     completer = make(store, recorded=recorded)
     result = await completer.record([outcome(1), outcome(2)])

@@ -401,6 +401,7 @@ def test_a_title_outside_the_main_content_heads_its_markdown() -> None:
     outside = extract(OUTSIDE_HEADING, HTML)
     within = OUTSIDE_HEADING.replace(b"<main><article>", b"<main><article><h1>Mill</h1>")
     inside = extract(within, HTML)
+    assert outside.markdown is not None and inside.markdown is not None
     assert (
         [
             "# Tidal mill saved",

@@ -76,7 +76,7 @@ def as_served(handler: Handler) -> Handler:
             response = await response
         if not response.is_stream_consumed:
             return response
-        raw = b"".join(response.stream)  # type: ignore[arg-type]
+        raw = b"".join(response.stream)
         return httpx.Response(response.status_code, headers=response.headers, stream=_Raw(raw))
 
     return handle
@@ -198,6 +198,7 @@ async def test_body_streamed_in_chunks_is_hashed_whole() -> None:
         return httpx.Response(200, content=body(), headers={"Content-Type": "text/html"})
 
     result = await fetch(handler, "http://example.test/")
+    assert isinstance(result, Fetched)
 
     whole = b"".join(chunks)
     assert (len(whole), hashlib.sha256(whole).hexdigest(), "Split title") == (
@@ -212,6 +213,7 @@ async def test_title_is_found_anywhere_in_the_body() -> None:
     body = b"<!-- " + b" " * 64 * 1024 + b" --><title>Late</title>"
 
     result = await fetch(lambda request: html(body), "http://example.test/")
+    assert isinstance(result, Fetched)
 
     assert (len(body), "Late") == (result.bytes, result.title)
 
@@ -221,6 +223,7 @@ async def test_title_uses_the_declared_charset() -> None:
     body = "<title>café</title>".encode("latin-1")
 
     result = await fetch(lambda request: html(body, charset="iso-8859-1"), "http://example.test/")
+    assert isinstance(result, Fetched)
 
     assert "café" == result.title
 
@@ -228,6 +231,7 @@ async def test_title_uses_the_declared_charset() -> None:
 async def test_unusable_charset_still_succeeds() -> None:
     """A 200 whose charset Python cannot decode with is still a success, not a dead job."""
     result = await fetch(lambda request: html(charset="idna"), "http://example.test/")
+    assert isinstance(result, Fetched)
 
     assert (Fetched, "Hello world") == (type(result), result.title)
 
@@ -285,6 +289,7 @@ async def test_error_status_body_is_not_read() -> None:
         yield b"x"
 
     result = await fetch(lambda request: httpx.Response(503, content=body()), "http://e.test/")
+    assert isinstance(result, Failure)
 
     assert (ErrorKind.TRANSIENT, []) == (result.kind, read)
 
@@ -330,6 +335,7 @@ async def test_endless_body_stops_at_the_limit() -> None:
         "http://example.test/",
         max_body_bytes=10_000,
     )
+    assert isinstance(result, Failure)
 
     assert ("BodyTooLarge", 11_000) == (result.type, sent)
 
@@ -342,6 +348,7 @@ async def test_limit_applies_to_the_decoded_body() -> None:
         return text(compressed, {"Content-Encoding": "gzip"})
 
     result = await fetch(handler, "http://example.test/", max_body_bytes=10_000)
+    assert isinstance(result, Failure)
 
     assert (True, "BodyTooLarge") == (len(compressed) < 10_000, result.type)
 
@@ -380,6 +387,7 @@ async def test_unexpected_error_is_returned_not_raised() -> None:
     exc = RuntimeError("bug")
 
     result = await fetch(raising(exc), "http://example.test/")
+    assert isinstance(result, Failure)
 
     assert (Failure(ErrorKind.FATAL, "RuntimeError", "bug"), exc) == (result, result.unexpected)
 
@@ -394,6 +402,7 @@ async def test_too_many_redirects_is_fatal(max_redirects: int) -> None:
         return httpx.Response(302, headers={"Location": f"/hop{len(hits)}"})
 
     result = await fetch(handler, "http://example.test/hop0", max_redirects=max_redirects)
+    assert isinstance(result, Failure)
 
     assert (ErrorKind.FATAL, "TooManyRedirects", None, max_redirects + 1) == (
         result.kind,
@@ -413,6 +422,7 @@ async def test_redirects_within_the_limit_are_followed() -> None:
         return html()
 
     result = await fetch(handler, "http://example.test/hop0", max_redirects=2)
+    assert isinstance(result, Fetched)
 
     assert (200, "http://example.test/hop2") == (result.http_status, result.final_url)
 
@@ -454,6 +464,7 @@ async def test_total_deadline_covers_a_slow_body() -> None:
     elapsed = time.monotonic() - started
 
     # The body never ends: any end at all is the deadline's (a loose bound for a busy machine).
+    assert isinstance(result, Failure)
     assert ("FetchTimeout", True) == (result.type, elapsed < 10.0)
 
 
@@ -470,6 +481,7 @@ async def test_default_transport_success() -> None:
     finally:
         await fetcher.aclose()
 
+    assert isinstance(result, Fetched)
     assert (200, "Hello world", len(PAGE)) == (result.http_status, result.title, result.bytes)
 
 
@@ -484,6 +496,7 @@ async def test_default_transport_errors_are_transient(exc_type: type[Exception])
     finally:
         await fetcher.aclose()
 
+    assert isinstance(result, Failure)
     assert (ErrorKind.TRANSIENT, exc_type.__name__) == (result.kind, result.type)
 
 
@@ -515,6 +528,7 @@ async def test_a_redirect_to_no_url_to_fetch_is_a_fatal_invalid_redirect(
         return httpx.Response(302, headers={"Location": location})
 
     result = await fetch(handler, "http://e.test/")
+    assert isinstance(result, Failure)
 
     assert (ErrorKind.FATAL, "InvalidRedirect", None, ["http://e.test/"]) == (
         result.kind,
@@ -532,6 +546,7 @@ async def test_a_redirect_to_no_url_is_a_fatal_invalid_redirect(location: str) -
     result = await fetch(
         lambda request: httpx.Response(302, headers={"Location": location}), "http://e.test/"
     )
+    assert isinstance(result, Failure)
 
     shown = location.replace("\x1b", "")
     assert (ErrorKind.FATAL, "InvalidRedirect", None) == (
@@ -584,6 +599,7 @@ async def test_encoded_bodies_are_decoded_and_hashed_decoded(compress: Callable)
     result = await fetch(
         lambda request: streamed(compress(body), content_encoding=coding), "http://e.test/"
     )
+    assert isinstance(result, Fetched)
 
     assert (len(body), hashlib.sha256(body).hexdigest(), body) == (
         result.bytes,
@@ -606,6 +622,7 @@ async def test_gzip_bomb_is_stopped_without_inflating_it() -> None:
     finally:
         tracemalloc.stop()
 
+    assert isinstance(result, Failure)
     assert ("BodyTooLarge", True) == (result.type, peak < 5_000_000), peak
 
 
@@ -613,6 +630,7 @@ async def test_gzip_bomb_is_stopped_without_inflating_it() -> None:
 async def test_unoffered_or_chained_encodings_are_refused(coding: str) -> None:
     """An encoding we did not offer, or more than one layer, is fatal before reading."""
     result = await fetch(lambda request: streamed(b"x", content_encoding=coding), "http://e.test/")
+    assert isinstance(result, Failure)
 
     assert (ErrorKind.FATAL, "UnsupportedContentEncoding") == (result.kind, result.type)
 
@@ -622,6 +640,7 @@ async def test_identity_encoding_is_no_encoding() -> None:
     result = await fetch(
         lambda request: streamed(b"plain", content_encoding="identity"), "http://e.test/"
     )
+    assert isinstance(result, Fetched)
 
     assert b"plain" == result.body
 
@@ -631,6 +650,7 @@ async def test_corrupt_gzip_is_a_decoding_error() -> None:
     result = await fetch(
         lambda request: streamed(b"not gzip at all", content_encoding="gzip"), "http://e.test/"
     )
+    assert isinstance(result, Failure)
 
     assert (ErrorKind.FATAL, "DecodingError", None) == (result.kind, result.type, result.unexpected)
 
@@ -648,6 +668,7 @@ async def test_content_length_over_the_cap_is_refused_unread() -> None:
         return httpx.Response(200, content=body(), headers=headers)
 
     result = await fetch(handler, "http://e.test/", max_body_bytes=100)
+    assert isinstance(result, Failure)
 
     assert ("BodyTooLarge", []) == (result.type, read)
 
@@ -669,6 +690,7 @@ async def test_content_type_outside_the_allow_list_is_refused_unread(
     result = await fetch(
         lambda r: httpx.Response(200, content=body(), headers=headers), "http://e.test/"
     )
+    assert isinstance(result, Failure)
 
     assert (ErrorKind.FATAL, "UnsupportedContentType", []) == (result.kind, result.type, read)
 
@@ -680,6 +702,7 @@ async def test_allowed_content_types_come_from_settings() -> None:
         "http://e.test/",
         allowed_content_types=("image/*",),
     )
+    assert isinstance(result, Fetched)
 
     assert (Fetched, b"\x89PNG") == (type(result), result.body)
 
@@ -689,6 +712,7 @@ async def test_invalid_json_is_unparseable() -> None:
     result = await fetch(
         lambda request: streamed(b"{oops", content_type="application/json"), "http://e.test/"
     )
+    assert isinstance(result, Failure)
 
     assert (ErrorKind.FATAL, "UnparseableContent") == (result.kind, result.type)
 
@@ -706,6 +730,7 @@ async def test_redirect_bodies_are_never_read() -> None:
         return html()
 
     result = await fetch(handler, "http://e.test/start", max_body_bytes=1000)
+    assert isinstance(result, Fetched)
 
     assert (200, "http://e.test/end") == (result.http_status, result.final_url)
 
@@ -729,6 +754,7 @@ async def test_overlong_content_type_is_cut_to_media_type_and_charset() -> None:
     result = await fetch(
         lambda request: streamed(b"hi", content_type=content_type), "http://e.test/"
     )
+    assert isinstance(result, Fetched)
 
     assert "text/plain; charset=utf-8" == result.content_type
 

@@ -3,6 +3,7 @@
 import socket
 import ssl
 from ipaddress import ip_address
+from typing import Any
 
 import httpcore
 import httpx
@@ -142,7 +143,7 @@ def test_literal_ip_reads_every_form_the_resolver_accepts(host: str, address: st
     assert expected == literal_ip(host)
 
 
-def destinations(**settings: object) -> Destinations:
+def destinations(**settings: Any) -> Destinations:
     """The guard's rules as the composition root makes them of these settings."""
     return destinations_of(Settings(_env_file=None, **settings))
 
@@ -292,7 +293,7 @@ def test_allow_private_networks_turns_the_address_check_off_only() -> None:
 class RecordingBackend(httpcore.AsyncNetworkBackend):
     """Stands in for the network: records which addresses were connected to."""
 
-    def __init__(self, refuse: set[str] = frozenset()) -> None:
+    def __init__(self, refuse: set[str] | frozenset[str] = frozenset()) -> None:
         self.connected: list[str] = []
         self.refuse = refuse
 
@@ -373,7 +374,9 @@ async def test_every_redirect_hop_is_checked() -> None:
     redirect = b"HTTP/1.1 302 Found\r\nLocation: http://sneaky.test/x\r\nContent-Length: 0\r\n\r\n"
 
     class Redirecting(RecordingBackend):
-        async def connect_tcp(self, host, port, timeout=None, **kwargs):
+        async def connect_tcp(
+            self, host, port, timeout=None, local_address=None, socket_options=None
+        ):
             self.connected.append(host)
             return httpcore.AsyncMockStream([redirect])
 
@@ -393,7 +396,9 @@ async def test_redirect_to_a_literal_private_address_is_refused_before_connectin
     )
 
     class Redirecting(RecordingBackend):
-        async def connect_tcp(self, host, port, timeout=None, **kwargs):
+        async def connect_tcp(
+            self, host, port, timeout=None, local_address=None, socket_options=None
+        ):
             self.connected.append(host)
             return httpcore.AsyncMockStream([redirect])
 

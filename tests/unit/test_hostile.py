@@ -13,7 +13,7 @@ from app.content.extract import PARSE_MAX_CHARS, ExtractionLimits, extract
 from app.content.hostile import PageCaps, check_markup, check_tree
 from app.content.html import _parse
 from app.content.types import UnparseableContent
-from bench.extraction import default_data
+from bench.eval_pages import default_data
 
 ONE_P_OF_100_000_ATTRIBUTES = (
     b"<html><body><p "

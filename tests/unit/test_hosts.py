@@ -1,5 +1,7 @@
 """app.api.middleware.hosts: which Host headers the API answers to, and INGEST_ALLOWED_HOSTNAMES."""
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -7,7 +9,7 @@ from app.api.middleware.hosts import HostNames
 from app.settings import Settings
 
 
-def names(**settings: object) -> HostNames:
+def names(**settings: Any) -> HostNames:
     return HostNames.of(Settings(_env_file=None, **settings))
 
 

@@ -5,7 +5,6 @@ import uuid
 
 import pytest
 
-from app.store import tables
 from app.store.tables import is_job_id, new_job_id
 from app.text.wording import SHORT_ID, distinct_prefix
 
@@ -30,7 +29,7 @@ def test_ids_made_later_sort_after(monkeypatch: pytest.MonkeyPatch):
     primary key's order): made in order over 2**48 ms, they come out sorted."""
     made = []
     for ms in [1, 2, 255, 256, 65_535, 65_536, 1_800_000_000_000, 2**48 - 1]:
-        monkeypatch.setattr(tables.time, "time_ns", lambda ms=ms: ms * 1_000_000 + 999_999)
+        monkeypatch.setattr(time, "time_ns", lambda ms=ms: ms * 1_000_000 + 999_999)
         made += [new_job_id() for _ in range(20)]
         assert {ms} == {milliseconds(job_id) for job_id in made[-20:]}
     runs = [sorted(made[i : i + 20]) for i in range(0, len(made), 20)]
@@ -42,7 +41,7 @@ def test_ids_of_one_millisecond_differ_from_their_16th_character(
 ):
     """Random below the millisecond, not a counter: ids made together share the time and
     the version (15 characters) and then differ, so the CLI can show them short."""
-    monkeypatch.setattr(tables.time, "time_ns", lambda: 1_800_000_000_000_000_000)
+    monkeypatch.setattr(time, "time_ns", lambda: 1_800_000_000_000_000_000)
     made = [new_job_id() for _ in range(1000)]
     assert 1000 == len(set(made))
     assert {"01a3185c-5000-7"} == {job_id[:15] for job_id in made}

@@ -19,7 +19,9 @@ persistence; what the loops share; the worker and its loops; the composition roo
 settings each part reads, which it builds); the edges. "app" is the package's face alone: a
 module that no entry names has no layer, and the test below fails on it."""
 
-NEVER = {"app.store": ("app.rules.policy", "app.content", "app.fetch")}
+NEVER: dict[str | None, tuple[str, ...]] = {
+    "app.store": ("app.rules.policy", "app.content", "app.fetch")
+}
 """Persistence stores what it is given: it knows neither how a job is fetched nor decided."""
 
 

@@ -2,6 +2,7 @@
 an outage is waited out."""
 
 import sqlite3
+from typing import cast
 
 import asyncpg
 import pytest
@@ -19,7 +20,7 @@ def sqlite_error(statement: str, path: str = ":memory:") -> sqlite3.Error:
 
 
 def wrapped(orig: BaseException) -> sa.exc.DBAPIError:
-    return sa.exc.DBAPIError.instance("SELECT 1", None, orig, Exception)  # type: ignore[arg-type]
+    return cast(sa.exc.DBAPIError, sa.exc.DBAPIError.instance("SELECT 1", None, orig, Exception))
 
 
 @pytest.mark.parametrize(

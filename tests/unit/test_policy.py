@@ -314,17 +314,23 @@ def test_status_classification_with_default_codes(status: int, kind: ErrorKind) 
 )
 def test_status_classification_with_custom_codes(status: int, kind: ErrorKind) -> None:
     """The transient codes are the argument; 429 is rate-limited whatever the set holds."""
-    assert kind == classify_status(status, frozenset({503})).kind
+    failure = classify_status(status, frozenset({503}))
+    assert failure is not None
+    assert kind == failure.kind
 
 
 def test_429_stays_rate_limited_when_listed_as_transient() -> None:
     """Listing 429 in the transient codes does not turn it into a plain transient failure."""
-    assert RATE_LIMITED == classify_status(429, frozenset({429, 503})).kind
+    failure = classify_status(429, frozenset({429, 503}))
+    assert failure is not None
+    assert RATE_LIMITED == failure.kind
 
 
 def test_empty_code_set_makes_5xx_fatal() -> None:
     """With no transient codes, a 503 is fatal."""
-    assert FATAL == classify_status(503, frozenset()).kind
+    failure = classify_status(503, frozenset())
+    assert failure is not None
+    assert FATAL == failure.kind
 
 
 @pytest.mark.parametrize(
@@ -503,6 +509,7 @@ def test_an_attempt_that_could_not_be_settled_is_dead_and_fatal() -> None:
         outcome.duration_ms,
         outcome.domain,
     )
+    assert isinstance(outcome.decision, MarkDead) and outcome.decision.failure is not None
     assert exc is outcome.decision.failure.unexpected
 
 
@@ -585,6 +592,7 @@ def test_a_success_schedules_the_next_refresh(refresh_every) -> None:
     """`refresh_every` seconds after the success; never without one."""
     outcome = settle(refresh_lease(None, refresh_every), fetched("h"), 5, NOW, rules())
     expected = None if refresh_every is None else NOW + timedelta(seconds=refresh_every)
+    assert isinstance(outcome.decision, Complete | Confirm)
     assert expected == outcome.decision.refresh_at
 
 
@@ -595,6 +603,7 @@ def test_a_refresh_answered_404_or_410_is_gone(status) -> None:
     assert failure is not None
     refresh = decide(failure, 1, 4, 0, NOW, rules(), refresh=True)
     first = decide(failure, 1, 4, 0, NOW, rules())
+    assert isinstance(refresh, MarkDead) and isinstance(first, MarkDead)
     assert (DeadReason.GONE, DeadReason.FATAL) == (refresh.reason, first.reason)
 
 

@@ -56,14 +56,16 @@ def test_parse_retry_after(header, seconds):
 )
 def test_429_and_503_with_retry_after_are_rate_limited(status, retry_after, kind):
     """429 always, and 503 only with Retry-After, is rate_limited."""
-    assert kind == classify_status(status, CODES, retry_after).kind
+    failure = classify_status(status, CODES, retry_after)
+    assert failure is not None
+    assert kind == failure.kind
 
 
 def test_rate_limited_failure_keeps_the_header():
     """The Retry-After header travels with the failure to the decision."""
-    assert "Mon, 30 Nov 2026 12:02:00 GMT" == (
-        classify_status(429, CODES, "Mon, 30 Nov 2026 12:02:00 GMT").retry_after
-    )
+    failure = classify_status(429, CODES, "Mon, 30 Nov 2026 12:02:00 GMT")
+    assert failure is not None
+    assert "Mon, 30 Nov 2026 12:02:00 GMT" == failure.retry_after
 
 
 def rules(**changes) -> RetryRules:
@@ -114,4 +116,5 @@ def test_zero_deferrals_allowed_means_the_first_429_is_fatal():
 def test_retry_after_is_capped_by_the_setting():
     """A server asking for a day waits at most INGEST_RETRY_AFTER_MAX_SECONDS."""
     decision = decide(limited("86400"), 1, 4, 0, NOW, rules(retry_after_max_seconds=600))
+    assert isinstance(decision, Reschedule)
     assert 600.0 == decision.delay_seconds

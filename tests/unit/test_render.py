@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lxml import etree
 from markdown_it import MarkdownIt
+from trafilatura.settings import Document
 
 from app.content.render import MAX_DEPTH, Rendered, render
 
@@ -27,7 +28,7 @@ def extracted(html: str) -> etree._Element:
         include_comments=False,
         with_metadata=False,
     )
-    assert document is not None
+    assert isinstance(document, Document)
     return document.body
 
 

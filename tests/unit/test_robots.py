@@ -380,7 +380,7 @@ def test_an_answer_is_matched_once_then_kept() -> None:
         matched.append(url)
         return can_fetch(url, token)
 
-    rules.parser.can_fetch = counting  # type: ignore[method-assign]
+    rules.parser.can_fetch = counting  # type: ignore[method-assign, assignment]
     answers = [rules.allows("http://a.test/private/x", "ingest") for _ in range(3)]
     for i in range(ANSWERS_KEPT):
         rules.allows(f"http://a.test/{i}", "ingest")

@@ -8,7 +8,7 @@ import gzip
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 import httpx
 import pytest
@@ -160,7 +160,7 @@ async def test_a_gzip_body_is_inflated(make):
     """A gzip-coded robots.txt is read as its text."""
     robots, _, _ = make(
         lambda _: text(
-            gzip.compress(b"User-agent: *\nDisallow: /\n"), **{"content-encoding": "gzip"}
+            gzip.compress(b"User-agent: *\nDisallow: /\n"), 200, **{"content-encoding": "gzip"}
         )
     )
     check = await robots.check("http://a.test/x")
@@ -243,6 +243,10 @@ async def test_a_429_is_rate_limited_with_its_retry_after(make):
     )
 
 
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+
 class Recording(ExtractionPool):
     """The extraction pool (its thread: processes=0), noting each call; or, `stuck`, one
     whose every call ends past its deadline."""
@@ -252,7 +256,7 @@ class Recording(ExtractionPool):
         self.stuck = stuck
         self.calls: list[tuple[Any, ...]] = []
 
-    async def call(self, fn: Any, *args: Any) -> Any:
+    async def call(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         self.calls.append((fn, *args))
         if self.stuck:
             raise ExtractionTimeout("not done within 15s (INGEST_EXTRACT_TIMEOUT_SECONDS)")

@@ -3,6 +3,7 @@
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -192,7 +193,7 @@ def test_status_codes_as_a_python_value() -> None:
         pytest.param({"lease_seconds": 0.4}, id="lease<0.5"),
     ],
 )
-def test_invalid_values_are_rejected(overrides: dict[str, object]) -> None:
+def test_invalid_values_are_rejected(overrides: dict[str, Any]) -> None:
     """Out-of-range values and inconsistent pairs raise ValidationError."""
     with pytest.raises(ValidationError):
         Settings(_env_file=None, **overrides)
@@ -224,7 +225,7 @@ def test_backoff_max_below_base_is_rejected_from_the_environment(
         pytest.param({"lease_seconds": 0.5, "shutdown_grace_seconds": 600.0}, id="grace>lease"),
     ],
 )
-def test_boundary_values_are_accepted(overrides: dict[str, object]) -> None:
+def test_boundary_values_are_accepted(overrides: dict[str, Any]) -> None:
     """Equal pairs and zero jitter or redirects are valid."""
     settings = Settings(_env_file=None, **overrides)
 
@@ -324,7 +325,7 @@ def test_settings_reach_a_child_process_whole(monkeypatch: pytest.MonkeyPatch) -
         {"api_keys": "s3cret"},
     ],
 )
-def test_a_refused_setting_is_never_repeated(values: dict[str, str]) -> None:
+def test_a_refused_setting_is_never_repeated(values: dict[str, Any]) -> None:
     """Settings that hold a password or a key are refused without repeating it, a database
     URL that does not parse included (named with its password hidden)."""
     with pytest.raises(ValidationError) as refused:

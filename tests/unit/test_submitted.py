@@ -1,12 +1,12 @@
-"""The job a submit returns (`app.store.jobs._submitted`, a copy of a blank job) is the job a
-read builds from the same row (`_job`)."""
+"""The job a submit returns (`app.store.jobs.rows._submitted`, a copy of a blank job) is the
+job a read builds from the same row (`_job`)."""
 
 from datetime import UTC, datetime
 
 import pytest
 
 from app.model import CallbackContent, NewJob
-from app.store.jobs import _job, _row, _submitted
+from app.store.jobs.rows import _job, _row, _submitted
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 NEW = [

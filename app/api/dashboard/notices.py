@@ -52,7 +52,7 @@ class Code(StrEnum):
 
 
 STATES = frozenset({*(status.value for status in JobStatus), "changing", "no longer pending"})
-"""What a job refused an action for was (`app.store.jobs.StateConflict.status`)."""
+"""What a job refused an action for was (`app.store.jobs.errors.StateConflict.status`)."""
 _DOMAIN = re.compile(r"[a-z0-9.\[\]:_-]{1,300}")
 """A job's domain: a host in its ASCII form, with a port unless the scheme's."""
 _TENANT = re.compile(TENANT_PATTERN)

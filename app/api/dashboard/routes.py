@@ -1,21 +1,17 @@
 """The operators' dashboard: server-rendered HTML over the stores the API uses.
 
-Owns the `/dashboard` pages and their buttons: retry a job ("Run now" for a pending one), refresh a
-succeeded or dead one, cancel a pending job, delete a finished one; retry or delete every dead job
-of the filter (after a confirmation page); resume a paused domain. Each button is a plain form POST
-that calls one store method and redirects back to the view it was pressed on (POST, redirect, GET),
-so a reload never repeats an action; the redirect names what happened as a notice code, which the
-page says in a sentence of its own (`app.api.dashboard.notices`). No script and no external asset:
-Jinja2 templates in `app/templates/`, inline CSS, the chart as inline SVG
-(`app.api.dashboard.chart`). The pages are not in the OpenAPI schema. This module issues no SQL.
+Owns the `/dashboard` pages and their buttons: retry a job ("Run now" for a pending one),
+refresh a succeeded or dead one, cancel a pending job, delete a finished one; retry or delete
+every dead job of the filter (after a confirmation page); resume a paused domain. Each button
+is a plain form POST that calls one store method and redirects back to its view with a
+notice code (POST, redirect, GET: a reload never repeats an action; the sentences are in
+`app.api.dashboard.notices`). No script and no external asset: Jinja2 templates in
+`app/templates/`, inline CSS, the chart as inline SVG (`app.api.dashboard.chart`). Not in
+the OpenAPI schema; issues no SQL. The overview reloads itself only when asked.
 
-The overview reloads itself only when asked (`?refresh=5`, or its Refresh link): a timed
-reload would wipe what an operator is typing.
-
-Access: open while no API keys are set; once `INGEST_API_KEYS` is set, admin keys only
-(tenant `*`), sent as HTTP Basic (any user name, the key as password, so a browser prompts
-for it) or as `Authorization: Bearer <key>`. A POST from another site is refused, as for the
-API (`app.api.middleware.cross_site`): the browser would attach the Basic credentials to it.
+Access: open while no API keys are set, then admin keys only (tenant `*`), as HTTP Basic (the
+key as password) or `Authorization: Bearer <key>`; a POST from another site is refused
+(`app.api.middleware.cross_site`). Details: docs/operating/dashboard.md.
 """
 
 import base64
@@ -39,7 +35,8 @@ from app.model import JobStatus
 from app.store.activity import finished_per_minute
 from app.store.counts import TenantLoad
 from app.store.domains import DomainOverview
-from app.store.jobs import JobNotFound, JobStore, StateConflict
+from app.store.jobs import JobStore
+from app.store.jobs.errors import JobNotFound, StateConflict
 from app.store.quotas import QuotaExceeded
 from app.store.tables import Job, is_job_id
 from app.store.workers import silence

@@ -8,12 +8,9 @@ whose host[:port] is not the request's `Host` (`Origin: null` included).
 
 Unless it carries `Authorization: Bearer <key>`: a browser never adds one by itself, and a
 page cannot set one on a request to another origin without a CORS preflight, which this
-service never grants; such a request comes from a program that holds a key. Basic
-credentials do not count, because browsers do add those unasked. Behind a proxy, pass the
-`Host` header through unchanged.
-
-Comparing with `Host` holds because `app.api.middleware.hosts` has refused any `Host` this service
-does not answer to: with DNS rebinding, another site's page has the same origin as its requests.
+service never grants. Basic credentials do not count: browsers add those unasked. Comparing
+with `Host` holds because `app.api.middleware.hosts` has refused any `Host` this service
+does not answer to. Details: docs/security.md ("Against other sites' pages").
 """
 
 from typing import Any

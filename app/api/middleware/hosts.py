@@ -1,23 +1,17 @@
 """Only requests addressed to this service by a name it answers to: the Host allow-list.
 
-DNS rebinding: a page at http://evil.example:8000/ has its name pointed at 127.0.0.1 once
-loaded, and the browser then sends its requests to this service as the page's own origin
-(`Host: evil.example:8000`, `Origin: http://evil.example:8000`): the cross-site guard, which
-compares the two, lets them through, and the page reads the answers, while no API key is
-set, and retries and deletes. The browser puts the name it resolved in `Host`, so a request
-whose `Host` names nothing this service answers to is refused with 421 Misdirected Request
-(problem+json) before anything else looks at it, whatever key it carries.
+Against DNS rebinding: a page of another site has its name pointed at this service once
+loaded, and the browser then sends its requests as the page's own origin, which the
+cross-site guard lets through (their `Origin` matches their `Host`). The browser puts the
+name it resolved in `Host`, so a request whose `Host` names nothing this service answers to
+is refused with 421 Misdirected Request (problem+json) before anything else looks at it,
+whatever key it carries.
 
-Answered to:
-- an IP address (`127.0.0.1`, `[::1]`, `10.1.2.3`): a browser sends one only when the page
-  itself was loaded from that address, and rebinding needs a name;
-- `localhost`, and INGEST_HOST (or serve's `--host`) when it is a name;
-- INGEST_ALLOWED_HOSTNAMES: names (`ingest.example.com`), `*.example.com` for any name
-  under example.com (not example.com itself), or `*` for any, behind a proxy that rewrites
-  `Host` and checks it itself.
-
-The port is not compared: one published by Docker or a proxy is not the one listened on, and
-a rebinding page is told apart by its name.
+Answered to: an IP address (a browser sends one only for a page loaded from that address,
+and rebinding needs a name); `localhost`; INGEST_HOST (or serve's `--host`) when it is a
+name; INGEST_ALLOWED_HOSTNAMES (`*.example.com` for the names under example.com but not
+itself, `*` for any). The port is not compared: one published by Docker or a proxy is not
+the one listened on. Details: docs/security.md ("Against DNS rebinding").
 """
 
 import ipaddress

@@ -18,7 +18,7 @@ from app.api.deps import ContentsDep
 from app.api.problems import problem, responses, service_unavailable, too_many_diffs
 from app.api.routes.diffs import DiffFailed, DiffRefused, Diffs, DiffsBusy, client_gone
 from app.api.schemas import VersionList
-from app.store.jobs import JobNotFound
+from app.store.jobs.errors import JobNotFound
 from app.store.reads import Content, ContentStore, Part
 from app.wire import VersionOut, missing_content
 

@@ -1,34 +1,95 @@
-"""The two database backends, one module each, behind one interface (`Backend`).
+"""The two database backends, a package each, behind one interface (`Backend`).
 
-The store's SQL is written once for both, as plain SQLAlchemy Core; what the backends do
-differently sits behind `Backend`, one driver per database, with the same method names:
+Each backend (`postgres/`, `sqlite/`) is a driver and its statements: the `Backend` class
+in its `__init__.py` (transactions, many rows' writes and reads, wake-ups), and a module
+per sequence with the same function names in each (`claim.py`, `record.py`, `counts.py`,
+as `ClaimStatements`, `RecordStatements`, `CountStatements` list them). Each file says at
+its top how it differs from the other backend, and why. The sequences
+(`app.store.claim`, `app.store.record`, `app.store.counts`) call them by name, never asking
+which database runs: that is decided once, by `backend_for`.
 
-- `sqlite.py`: one writer, so a write transaction runs in a writer thread of its own;
-  many rows in one statement (`sqlite_many_rows.py`); wake-ups by Unix socket
-  (`sqlite_wake_sockets.py`);
-- `postgres.py`: concurrent writers through asyncpg; a submit's inserts and NOTIFY in one
-  statement; PgBouncer's transaction mode; the LISTEN connection kept open
-  (`postgres_listen.py`).
-
-Each says at its top what differs from the other, and why. What both of their statements
-share (row locks, materialized CTEs, partial indexes...) is `app.store.dialect`; which
-errors mean the database is away is `app.store.outages`. Timestamps are stored as naive
-UTC on both (`app.store.tables.UTCDateTime`).
+What both backends run as written is `claim_sql.py` and `record_sql.py`; the values they
+take and give, `writes.py`; the SQL helpers rendered for either, `app.store.dialect`;
+which errors mean the database is away, `app.store.outages`. Timestamps are stored as
+naive UTC on both (`app.store.tables.UTCDateTime`).
 """
 
 import contextlib
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.rules.scheduling import ShareRules
+from app.store.backends.claim_sql import Candidates
 from app.store.backends.postgres import PostgresBackend
 from app.store.backends.sqlite import SQLiteBackend
-from app.store.backends.writes import NewRows, Writes
+from app.store.backends.writes import NewRows, Updates, Writes
 from app.text.database_url import parsed
 
 T = TypeVar("T")
+
+
+class ClaimStatements(Protocol):
+    """The claim's statements where the backends differ (`app.store.claim` says the steps)."""
+
+    async def worth_claiming(
+        self,
+        read: Callable[[], contextlib.AbstractAsyncContextManager[AsyncConnection]],
+        now: datetime,
+        rules: ShareRules,
+    ) -> bool:
+        """Whether a claim's write transaction may find anything (a look through `read`,
+        outside the write transaction, where the backend needs one)."""
+        ...
+
+    def candidates(
+        self,
+        conn: sa.Connection,
+        waiting: list[str],
+        counts: list[int],
+        now: datetime,
+        rules: ShareRules,
+    ) -> Candidates:
+        """Step 2 (and 3, where the backend locks the domains' rows with it): the first
+        `counts` claimable jobs of each `waiting` tenant, locked."""
+        ...
+
+    def take(
+        self,
+        conn: sa.Connection,
+        taken: dict[str, Any],
+        starts: list[dict[str, Any]],
+        served: list[dict[str, Any]],
+        floor: int,
+    ) -> None:
+        """Step 5: the jobs leased, the domains' starts and the tenants' turns counted."""
+        ...
+
+
+class RecordStatements(Protocol):
+    """The record's statements where the backends differ (`app.store.record`)."""
+
+    def free_slots(
+        self,
+        freed_domains: Sequence[dict[str, Any]],
+        freed_tenants: Sequence[dict[str, Any]],
+        now: datetime,
+        updates: Updates,
+    ) -> list[Writes]:
+        """Steps 5 and 6: the domains' slots and the tenants' jobs in flight freed, compiled
+        and bound before the transaction (`updates`: the backend's many rows' writes)."""
+        ...
+
+
+class CountStatements(Protocol):
+    """The counts' statements where the backends differ (`app.store.counts`)."""
+
+    def fold(self, conn: sa.Connection, table: sa.Table, keys: tuple[str, ...], change: str) -> int:
+        """Replace the rows of `table` by the sums of `change` per `keys`; how many went."""
+        ...
 
 
 class Backend(Protocol):
@@ -36,8 +97,15 @@ class Backend(Protocol):
 
     name: str
     """"sqlite" or "postgresql", as SQLAlchemy names the dialect."""
-    look_before_claiming: bool
-    """Whether a claim looks for due jobs with a read before its write transaction."""
+
+    @property
+    def claim(self) -> ClaimStatements: ...
+
+    @property
+    def record(self) -> RecordStatements: ...
+
+    @property
+    def counts(self) -> CountStatements: ...
 
     def create_engine(self, pool_size: int) -> AsyncEngine:
         """The engine of the store's reads, at most `pool_size` connections."""
@@ -75,6 +143,12 @@ class Backend(Protocol):
         """Insert every write's rows, all or nothing, then wake other processes' workers."""
         ...
 
+    def all_rows(
+        self, conn: sa.Connection, statement: sa.Select[Any] | sa.CompoundSelect[Any], params: Any
+    ) -> Sequence[tuple[Any, ...]]:
+        """Every row of `statement` (a module-level constant), read in one go."""
+        ...
+
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
     ) -> sa.ColumnElement[int]:
@@ -94,7 +168,8 @@ class Backend(Protocol):
 
 def backend_for(database_url: str) -> Backend:
     """Pick the backend and driver for a plain URL (`sqlite:///x.db`, `postgresql://...`);
-    ValueError, the URL's password hidden, for one that does not parse or names another."""
+    ValueError, the URL's password hidden, for one that does not parse or names another.
+    The one place that asks which database runs."""
     url = parsed(database_url)
     scheme = url.get_backend_name()
     if scheme == "sqlite":

@@ -1,7 +1,7 @@
 """Many rows' writes as the store hands them to a backend (`NewRows`) and gets them back
 prepared to run (`Writes`): the values both backends take and give, apart from either."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,6 +23,10 @@ class Writes(Protocol):
     to run in a write transaction."""
 
     def run(self, conn: sa.Connection) -> None: ...
+
+
+Updates = Callable[[sa.Update, Sequence[dict[str, Any]]], Writes]
+"""`Backend.updates`: a statement once per row of parameters, compiled and bound."""
 
 
 @dataclass(frozen=True)

@@ -2,22 +2,16 @@
 
 How it differs from PostgreSQL (`app.store.backends.postgres`), and why:
 
-- One writer per database. A write transaction runs in this process's writer thread,
-  statements back to back, and takes the lock up front (`BEGIN IMMEDIATE`, tried every ms
-  while another process writes: `_took_the_writer`) instead of failing to upgrade a read
-  lock; writers of one process (its API's loop and its worker's) queue for that one thread
-  first. Reads go through aiosqlite, beside the writer (WAL).
-- No row locks, and no need of any: `BEGIN IMMEDIATE` holds the one writer for the whole
-  transaction, so the compiler's dropping `FOR UPDATE` (`app.store.dialect.lock_rows`)
-  loses nothing, and a claim reads before it takes the writer (`look_before_claiming`).
-- Many rows in one statement, written and read (`app.store.backends.sqlite_many_rows`):
-  the driver steps row by row, and every step waits for the interpreter lock.
-- No NOTIFY: a submit, once committed, wakes the workers of other processes on this host
-  through Unix sockets (`app.store.backends.sqlite_wake_sockets`); those of other hosts
-  poll.
-- No interval type: minutes between timestamps go through `julianday`.
-- No column or constraint altered in place: the migrations use Alembic's batch mode (copy
-  the table), which PostgreSQL runs as plain ALTERs.
+- One writer per database: a write transaction runs in this process's writer thread and
+  takes the lock up front (`BEGIN IMMEDIATE`, tried again while another process writes:
+  `_took_the_writer`); reads go through aiosqlite, beside the writer (WAL).
+- No row locks, and no need of any (the compiler drops `FOR UPDATE`); a claim looks first.
+- No bound lists, LATERAL or writes in CTEs: a claim's and a record's steps run apart, in
+  the writer thread (`claim.py`, `record.py`, `counts.py`).
+- Many rows in one statement, written and read (`many_rows.py`): the driver steps row by
+  row, and every step waits for the interpreter lock.
+- No NOTIFY: wake-ups through Unix sockets on this host (`wake_sockets.py`); others poll.
+- No interval type (`julianday`); no ALTER in place (the migrations' batch mode).
 """
 
 import asyncio
@@ -27,16 +21,19 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from app.store.backends import sqlite_many_rows
-from app.store.backends.sqlite_wake_sockets import WakeSockets
+from app.store.backends.sqlite import claim, counts, many_rows, record
+from app.store.backends.sqlite.wake_sockets import WakeSockets
 from app.store.backends.writes import InTurn, NewRows, Writes
+
+if TYPE_CHECKING:
+    from app.store.backends import ClaimStatements, CountStatements, RecordStatements
 
 T = TypeVar("T")
 
@@ -49,9 +46,9 @@ WAKE_AFTER_COMMIT = "ingest_wake_after_commit"
 
 class SQLiteBackend:
     name = "sqlite"
-    look_before_claiming = True
-    """A claim takes the one writer up front (`BEGIN IMMEDIATE`): an idle worker polling with
-    write transactions would hold other processes' writers off, so it reads first."""
+    claim: "ClaimStatements" = claim
+    record: "RecordStatements" = record
+    counts: "CountStatements" = counts
 
     def __init__(self, url: URL) -> None:
         self.url = url.set(drivername="sqlite+aiosqlite")
@@ -109,15 +106,15 @@ class SQLiteBackend:
         as one statement per 256 rows over a table of them: `WITH given AS (...) UPDATE ...
         FROM given`. The rowcount is not kept. Compiled and bound here, so a caller that
         prepares its writes before the transaction holds the writer for running them only
-        (a statement over 64 rows takes 20-30 ms to compile, the first time)."""
-        return sqlite_many_rows.updates(statement, rows, self._writer.dialect)
+        (a compile takes long, the first time: docs/design/sqlite.md)."""
+        return many_rows.updates(statement, rows, self._writer.dialect)
 
     def inserts(
         self, table: sa.Table, rows: Sequence[dict[str, Any]], skip_existing: bool = False
     ) -> Writes:
         """Insert every row (skipping those whose key exists, with `skip_existing`), as a
         statement per 256 rows (`updates`): `WITH given AS (...) INSERT ... SELECT`."""
-        return sqlite_many_rows.inserts(table, rows, skip_existing, self._writer.dialect)
+        return many_rows.inserts(table, rows, skip_existing, self._writer.dialect)
 
     def inserts_together(self, writes: Sequence[NewRows]) -> Writes:
         """Every write's rows inserted (`inserts`), one table after the other: the writer
@@ -128,14 +125,24 @@ class SQLiteBackend:
         self, engine: AsyncEngine, writes: Sequence[NewRows], priority: int | None = None
     ) -> None:
         """Insert every write's rows, all or nothing, then wake the workers of other
-        processes on this host (`app.store.wake_sockets`: SQLite has no NOTIFY; those of
-        other hosts poll). Compiled in the writer thread, unlike a record's: on the
-        API's loop, the first batch of a new size would hold every request for the
-        compile (a statement over 256 rows takes 75-175 ms)."""
+        processes on this host (`wake_sockets.py`: SQLite has no NOTIFY; those of other
+        hosts poll). Compiled in the writer thread, unlike a record's: on the API's loop,
+        the first batch of a new size would hold every request for the compile
+        (docs/design/sqlite.md)."""
 
         await self.transact(engine, self.inserts_together(writes).run)
         if self._wake is not None:
             self._wake.wake(priority)
+
+    def all_rows(
+        self, conn: sa.Connection, statement: sa.Select[Any] | sa.CompoundSelect[Any], params: Any
+    ) -> Sequence[tuple[Any, ...]]:
+        """Every row of `statement` (a module-level constant: its packed form is built once
+        per statement), as one row, a JSON array of the rows' values
+        (`many_rows.packed_rows`): the sqlite3 module lets go of the interpreter lock for
+        every row it steps to, and in the writer thread each re-take waits for the busy
+        event loop (up to the switch interval), all while the writer is held."""
+        return many_rows.packed_rows(conn, statement, params)
 
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
@@ -162,7 +169,7 @@ class SQLiteBackend:
         self, on_notify: Callable[[int | None], None], listen_url: str | None = None
     ) -> AsyncIterator[None]:
         """Call `on_notify` whenever a process of this host submits a job, while the block
-        runs (`app.store.wake_sockets`)."""
+        runs (`wake_sockets.py`)."""
         if self._wake is None:
             yield
             return
@@ -210,13 +217,12 @@ WRITER_RETRY_SECONDS = 0.001
 
 
 def _took_the_writer(dbapi_connection: Any) -> bool:
-    """BEGIN IMMEDIATE, trying again every ms while another process writes; False on any
-    other error, or after WRITER_WAIT_SECONDS.
+    """BEGIN IMMEDIATE, trying again every WRITER_RETRY_SECONDS while another process
+    writes; False on any other error, or after WRITER_WAIT_SECONDS.
 
-    SQLite's busy handler sleeps ever longer between tries (1, 2, 5 ... 25, 50, 100 ms):
-    against a worker process whose transactions follow each other closely, a write that
-    had waited a while was let in up to 100 ms late, or lost to the worker's next
-    transaction again (POST /jobs p99 168 ms with `ingest worker` apart)."""
+    SQLite's busy handler sleeps ever longer between tries: against a worker process whose
+    transactions follow each other closely, a write that had waited a while was let in
+    late, or lost to the worker's next transaction again (docs/design/sqlite.md)."""
     deadline = time.monotonic() + WRITER_WAIT_SECONDS
     while True:
         try:

@@ -3,49 +3,48 @@
 How it differs from SQLite (`app.store.backends.sqlite`), and why:
 
 - Writers run concurrently, each transaction through asyncpg holding its own row locks
-  (`app.store.dialect.lock_rows`, `lock_skipping`: concurrent claims take different rows
-  and never wait on each other's). A claim needs no look before it: one that finds nothing
-  is a read-only transaction.
-- Many rows' writes are one executemany, which asyncpg pipelines in one round trip; rows
-  for several tables are inserted by one statement over arrays (`inserts_together`).
-- Inserting rows unless their key exists looks for the row first: ON CONFLICT DO NOTHING
-  alone waits for a transaction that updated the existing row (`_pg_insert_missing_each`).
-- A submit's inserts and its wake-up are one statement (`insert_and_wake`: an INSERT per
-  table as a CTE, and `pg_notify`): a round trip each would wait for the interpreter lock
-  when the worker shares the process.
-- Wake-ups cross hosts: NOTIFY at commit, and a LISTEN connection kept open, reopened
-  when lost (`listen`, `app.store.backends.postgres_listen`).
+  (`app.store.dialect.lock_rows`, `lock_skipping`: concurrent claims take different rows).
+- Statements over bound lists, LATERAL joins and writes in CTEs: a claim's steps and a
+  record's frees in fewer round trips (`claim.py`, `record.py`, `counts.py`, `lists.py`).
+- Many rows' writes are one executemany, or one statement over arrays (`inserts.py`); a
+  submit's inserts and its NOTIFY are one statement (`insert_and_wake`).
+- Wake-ups cross hosts: NOTIFY at commit, and a LISTEN connection kept open (`listen.py`).
 - Minutes between timestamps: subtracted into an interval.
 - Behind PgBouncer in transaction mode (`?pooler=transaction`): no statement stays
   prepared on a server connection, and LISTEN needs a URL of the server itself.
 """
 
 import contextlib
-import functools
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.model import wake_payload
-from app.store.backends.postgres_listen import CONNECT_TIMEOUT_SECONDS, NOTIFY_CHANNEL, listening
+from app.store.backends.postgres import claim, counts, record
+from app.store.backends.postgres.inserts import (
+    WAKE_PAYLOAD,
+    ExecuteMany,
+    as_arrays,
+    insert_and_wake_statement,
+    insert_missing_each,
+    inserts_statement,
+)
+from app.store.backends.postgres.listen import CONNECT_TIMEOUT_SECONDS, NOTIFY_CHANNEL, listening
 from app.store.backends.writes import InTurn, NewRows, Once, Writes
 from app.text.database_url import parsed
+
+if TYPE_CHECKING:
+    from app.store.backends import ClaimStatements, CountStatements, RecordStatements
 
 log = logging.getLogger("ingest.store")
 
 T = TypeVar("T")
-
-WAKE_PAYLOAD = "wake_payload"
-"""The bound parameter of a submit's NOTIFY payload."""
 
 POOLER_PARAMETER = "pooler"
 """A query parameter of INGEST_DATABASE_URL of ingest's own (not passed to the driver)."""
@@ -58,10 +57,9 @@ def _unique_statement_name() -> str:
 
 class PostgresBackend:
     name = "postgresql"
-    look_before_claiming = False
-    """A claim that finds nothing is a read-only transaction (no lock, no WAL written), and
-    its first statement, the waiting tenants, is that look: a look before it would cost one
-    more round trip and a pool checkout per claim."""
+    claim: "ClaimStatements" = claim
+    record: "RecordStatements" = record
+    counts: "CountStatements" = counts
 
     def __init__(self, url: URL) -> None:
         pooler = url.query.get(POOLER_PARAMETER)
@@ -135,23 +133,23 @@ class PostgresBackend:
 
     def updates(self, statement: sa.Update, rows: Sequence[dict[str, Any]]) -> Writes:
         """`statement` once per row of parameters: one executemany."""
-        return _ExecuteMany(statement, rows)
+        return ExecuteMany(statement, rows)
 
     def inserts(
         self, table: sa.Table, rows: Sequence[dict[str, Any]], skip_existing: bool = False
     ) -> Writes:
         """Insert every row (skipping those whose key exists, with `skip_existing`: looked
-        for first, `_pg_insert_missing_each`)."""
+        for first, `insert_missing_each`)."""
         if skip_existing and rows:
-            return _ExecuteMany(_pg_insert_missing_each(table, tuple(rows[0])), rows)
-        return _ExecuteMany(sa.insert(table), rows)
+            return ExecuteMany(insert_missing_each(table, tuple(rows[0])), rows)
+        return ExecuteMany(sa.insert(table), rows)
 
     def inserts_together(self, writes: Sequence[NewRows]) -> Writes:
         """Every write's rows inserted by one statement (an INSERT per table as a CTE, over
         the rows sent as arrays, one per column): one round trip, of a statement prepared
         once whatever the number of rows."""
-        shape, params = _as_arrays(writes)
-        return Once(_pg_inserts(shape), params) if shape else InTurn([])
+        shape, params = as_arrays(writes)
+        return Once(inserts_statement(shape), params) if shape else InTurn([])
 
     async def insert_and_wake(
         self, engine: AsyncEngine, writes: Sequence[NewRows], priority: int | None = None
@@ -163,17 +161,23 @@ class PostgresBackend:
         of its own: one round trip. BEGIN, an INSERT per table, NOTIFY and COMMIT took six,
         and with the worker in the same process each one waits for the worker's thread to
         let go of the interpreter lock."""
-        shape, params = _as_arrays(writes)
+        shape, params = as_arrays(writes)
         params[WAKE_PAYLOAD] = wake_payload(priority)
         if self.transaction_pooler:
             # Outside a transaction the pooler may run the statement's prepare and its
             # execution on two server connections: in one, three round trips.
             async with engine.begin() as conn:
-                await conn.execute(_pg_insert_and_wake(shape), params)
+                await conn.execute(insert_and_wake_statement(shape), params)
             return
         async with engine.connect() as conn:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(_pg_insert_and_wake(shape), params)
+            await conn.execute(insert_and_wake_statement(shape), params)
+
+    def all_rows(
+        self, conn: sa.Connection, statement: sa.Select[Any] | sa.CompoundSelect[Any], params: Any
+    ) -> Sequence[tuple[Any, ...]]:
+        """Every row of `statement`: asyncpg reads them all in one go."""
+        return conn.execute(statement, params).all()
 
     def minutes_between(
         self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
@@ -216,88 +220,3 @@ class PostgresBackend:
             dsn.render_as_string(hide_password=False), on_notify, self._own_sessions
         ):
             yield
-
-
-@dataclass(frozen=True)
-class _ExecuteMany:
-    """PostgreSQL's: one executemany, which asyncpg sends in one round trip."""
-
-    statement: sa.Update | sa.Insert
-    rows: Sequence[dict[str, Any]]
-
-    def run(self, conn: sa.Connection) -> None:
-        if self.rows:
-            conn.execute(self.statement, self.rows)
-
-
-_Shape = tuple[tuple[sa.Table, tuple[str, ...], bool], ...]
-"""Writes' tables, their columns and whether they skip existing rows: what a statement over
-their rows as arrays is built for (`_insert_ctes`)."""
-
-
-def _as_arrays(writes: Sequence[NewRows]) -> tuple[_Shape, dict[str, Any]]:
-    """The writes that have rows: their shape, and their values as one array per column."""
-    writes = [write for write in writes if write.rows]
-    shape = tuple((w.table, tuple(w.rows[0]), w.skip_existing) for w in writes)
-    params: dict[str, Any] = {
-        _column_of(write.table, key): [row[key] for row in write.rows]
-        for write in writes
-        for key in write.rows[0]
-    }
-    return shape, params
-
-
-@functools.lru_cache(maxsize=16)
-def _pg_insert_missing_each(table: sa.Table, keys: tuple[str, ...]) -> sa.Insert:
-    """PostgreSQL's insert of a row (bound parameters `keys`) unless its key exists, which
-    looks for the row first: ON CONFLICT alone waits for any transaction that updated the
-    existing row to end (every claim and record updates its domain's and tenant's rows, so
-    a submit would queue behind the worker's transactions), while the look reads the
-    committed row without waiting. ON CONFLICT still settles two first inserts at once."""
-    params = {key: sa.bindparam(key, type_=table.c[key].type) for key in keys}
-    row = sa.select(*params.values()).where(_missing_from(table, params))
-    return pg_insert(table).from_select(list(keys), row).on_conflict_do_nothing()
-
-
-def _missing_from(
-    table: sa.Table, row: Mapping[str, sa.ColumnElement[Any]]
-) -> sa.ColumnElement[bool]:
-    """No row of `table` has the primary key of `row` (its values by column name)."""
-    return ~sa.exists().where(*(pk == row[pk.name] for pk in table.primary_key))
-
-
-def _column_of(table: sa.Table, key: str) -> str:
-    return f"{table.name}_{key}"
-
-
-def _insert_ctes(shape: _Shape) -> list[sa.CTE]:
-    """An INSERT per table of `shape`, as a CTE, its rows given as one array per column."""
-    inserts = []
-    for table, keys, skip_existing in shape:
-        arrays = []
-        for key in keys:
-            array = ARRAY(table.c[key].type)
-            arrays.append(sa.cast(sa.bindparam(_column_of(table, key), type_=array), array))
-        given = sa.func.unnest(*arrays).table_valued(*keys).render_derived(f"given_{table.name}")
-        rows = sa.select(*(given.c[key] for key in keys))
-        if skip_existing:  # Looked for first: see `_pg_insert_missing_each`.
-            rows = rows.where(_missing_from(table, {key: given.c[key] for key in keys}))
-        insert = pg_insert(table).from_select(list(keys), rows)
-        if skip_existing:
-            insert = insert.on_conflict_do_nothing()
-        inserts.append(insert.cte(f"new_{table.name}"))
-    return inserts
-
-
-@functools.lru_cache(maxsize=16)
-def _pg_inserts(shape: _Shape) -> sa.Select[Any]:
-    """`PostgresBackend.inserts_together`'s statement for writes of this shape."""
-    return sa.select(sa.literal(1)).add_cte(*_insert_ctes(shape))
-
-
-@functools.lru_cache(maxsize=16)
-def _pg_insert_and_wake(shape: _Shape) -> sa.Select[Any]:
-    """`PostgresBackend.insert_and_wake`'s statement for writes of this shape (table,
-    columns, skip existing): `_pg_inserts`' and the NOTIFY."""
-    payload = sa.bindparam(WAKE_PAYLOAD, type_=sa.String)
-    return sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, payload)).add_cte(*_insert_ctes(shape))

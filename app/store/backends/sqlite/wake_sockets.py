@@ -4,13 +4,13 @@ SQLite has no way to tell another process that a job was submitted, so an `inges
 apart from the API learnt of a submit only at its next poll (INGEST_POLL_INTERVAL_SECONDS,
 2 s by default). Here each worker listening on a database binds a Unix datagram socket in a
 directory of its own for that database (in the temporary directory, named by a digest of
-the database file's path: a socket's path must stay under ~100 bytes), and a submit (or a
-requeue, once committed) sends each socket there one datagram, the wake-up's text
-(`app.model.wake_payload`). Sent without
-waiting: a socket whose worker is gone refuses it and is removed; one whose queue is full
-holds wake-ups enough. Processes of other hosts, or of another user, are not woken: they
-poll, as before. The directory is this user's alone (mode 0700); one that another user made
-first is not used (its owner could wake the workers or read the wake-ups): they poll.
+the database file's path: a socket's path must fit `sun_path`, 108 bytes on Linux), and a
+submit (or a requeue, once committed) sends each socket there one datagram, the wake-up's text
+(`app.model.wake_payload`). Sent without waiting: a socket whose worker is gone refuses it
+and is removed; one whose queue is full holds wake-ups enough. Processes of other hosts, or
+of another user, are not woken: they poll, as before. The directory is this user's alone
+(mode 0700); one that another user made first is not used (its owner could wake the
+workers or read the wake-ups): they poll.
 """
 
 import asyncio

@@ -1,5 +1,5 @@
 """PostgreSQL's LISTEN connection, kept open while a worker runs: what
-`app.store.backends.sqlite_wake_sockets` is to SQLite, across hosts.
+`app.store.backends.sqlite.wake_sockets` is to SQLite, across hosts.
 
 A connection of its own, outside the engine's pool, for as long as the worker runs. One
 that drops (the server restarted, the backend was terminated, the network went away) is

@@ -2,13 +2,12 @@
 as one JSON row.
 
 Why: the sqlite3 module steps one row at a time, and every step lets go of the interpreter
-lock and waits to get it back (up to 5 ms when the worker's loop is busy), all while the
-one writer is held: an executemany of 40 rows took 40-60 ms, and reading 32 rows 13-20 ms.
-So many rows' writes go in as one statement over a table of them (`updates`, `inserts`:
-`WITH given AS (...) UPDATE ... FROM given`), compiled once per shape and bound apart from
-SQLAlchemy's per-run cache key (`_Compiled`), and many rows' reads come back as one row
-(`packed_rows`). PostgreSQL needs none of it: asyncpg pipelines an executemany and reads
-all rows in one go.
+lock and waits to get it back (for the switch interval when the worker's loop is busy), all
+while the one writer is held (docs/design/sqlite.md). So many rows' writes go in as one
+statement over a table of them (`updates`, `inserts`: `WITH given AS (...) UPDATE ... FROM
+given`), compiled once per shape and bound apart from SQLAlchemy's per-run cache key
+(`_Compiled`), and many rows' reads come back as one row (`packed_rows`). PostgreSQL needs
+none of it: asyncpg pipelines an executemany and reads all rows in one go.
 
 Built on SQLAlchemy's compiler internals (`positiontup`, `insert_prefetch`, bind
 processors): `tests/test_many_rows.py` holds what it writes and reads to what SQLAlchemy's
@@ -65,8 +64,7 @@ def packed_rows(
     conn: sa.Connection, statement: sa.Select[Any] | sa.CompoundSelect[Any], params: Any
 ) -> list[tuple[Any, ...]]:
     """Every row of `statement`, read as one row, a JSON array of the rows' values, then
-    unpacked as SQLAlchemy would have read each (32 rows beside a spinning thread: 13-20 ms
-    row by row, 5 ms packed)."""
+    unpacked as SQLAlchemy would have read each (`SQLiteBackend.all_rows`)."""
     packed, processors = _packed(statement, conn.dialect)
     return [
         tuple(
@@ -131,7 +129,7 @@ _REQUIRED = object()
 class _Compiled:
     """A statement compiled once, run through the driver with its parameters processed as
     SQLAlchemy would: a statement over 64 rows has hundreds of parameters, and SQLAlchemy
-    would hash them all into its cache key on every run (a claim of 32 spent 2 ms there)."""
+    would hash them all into its cache key on every run (docs/design/sqlite.md)."""
 
     sql: str
     slots: tuple[tuple[str, Callable[[Any], Any] | None, Any], ...]

@@ -1,0 +1,88 @@
+"""The rows an outcome writes beside its job's update: its attempt's row in the history, its
+last error, its page's metadata; every string made one both databases hold.
+
+Pure: values in, rows out (`app.store.record` writes them). An outcome's strings come from
+the remote side, and one a database refuses would fail the whole batch (`storable`).
+"""
+
+from dataclasses import fields
+from datetime import datetime
+from typing import Any
+
+from app.model import Complete, Confirm, Failure, Outcome, PageMetadata, Reschedule
+from app.text.safe_strings import storable_text
+
+
+def storable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with every string made one both databases hold (`storable_text`): an
+    outcome's strings come from the remote side (a page's text and title, its headers, an
+    error's message), and one that a database refuses would fail the whole batch."""
+    return [
+        {
+            key: storable_text(value) if isinstance(value, str) else value
+            for key, value in row.items()
+        }
+        for row in rows
+    ]
+
+
+_PAGE_FIELDS = tuple(f.name for f in fields(PageMetadata))
+
+
+def page_json(metadata: PageMetadata) -> dict[str, Any]:
+    """The page's metadata as the JSON object `jobs.result_metadata` holds, every string
+    made storable (`storable_text`): `storable` sees only a row's top-level strings."""
+    page: dict[str, Any] = {}
+    for name in _PAGE_FIELDS:
+        value = getattr(metadata, name)
+        if isinstance(value, str):
+            value = storable_text(value)
+        elif isinstance(value, tuple):
+            value = [storable_text(item) for item in value]
+        page[name] = value
+    return page
+
+
+def last_error(failure: Failure) -> dict[str, Any]:
+    return {
+        "error_kind": failure.kind.value,
+        "error_type": failure.type,
+        "error_message": failure.message,
+        "error_http_status": failure.http_status,
+    }
+
+
+def history_row(outcome: Outcome, now: datetime) -> dict[str, Any]:
+    """The attempt's row in the history, as it ended."""
+    decision, lease = outcome.decision, outcome.lease
+    failure = None if isinstance(decision, Complete | Confirm) else decision.failure
+    http_status = None
+    if isinstance(decision, Complete):
+        http_status = decision.fetched.http_status
+    elif isinstance(decision, Confirm):
+        http_status = decision.unmodified.http_status
+    return {
+        "job_id": lease.id,
+        "number": lease.attempt,
+        "worker_id": lease.worker_id,
+        "started_at": lease.claimed_at,
+        "queue_lag_ms": _lag_ms(lease.due_at, lease.claimed_at),
+        "finished_at": now,
+        "duration_ms": outcome.duration_ms,
+        "outcome": outcome.ended.value,
+        "error_type": None if failure is None else failure.type,
+        "message": outcome.message if failure is None else failure.message,
+        "http_status": http_status if failure is None else failure.http_status,
+        # Null only when the attempt ended the job: a job due again at once says when (now),
+        # so the dashboard tells a retried attempt from a fatal one by this column alone.
+        "next_retry_at": (decision.retry_at or now) if isinstance(decision, Reschedule) else None,
+    }
+
+
+def _lag_ms(due_at: datetime | None, claimed_at: datetime) -> int | None:
+    """How long a job had been due when claimed, for the dashboard's queue lag; never below
+    0 (another host's clock may run ahead). Unknown for a lease taken back from a worker
+    gone silent (`MaintenanceStore.overdue` reads no due time)."""
+    if due_at is None:
+        return None
+    return max(0, int((claimed_at - due_at).total_seconds() * 1000))
