@@ -50,7 +50,7 @@ SQLITE_DONE = f"""
     UPDATE jobs SET status = 'succeeded', finished_at = {SQLITE_NOW}, updated_at = {SQLITE_NOW}
     WHERE id = ?
 """
-# The service's pragmas (app/store/backends/sqlite.py, _configure_sqlite).
+# The service's pragmas (app/store/backends/sqlite/__init__.py, _configure_sqlite).
 SQLITE_PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=30000")
 
 

@@ -19,14 +19,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.store.database import Database
-from bench.harness import (
-    TARGET_ENV,
-    Target,
-    cpu_seconds,
-    fresh_database,
-    machine_ticks,
-    percentile,
-)
+from bench.harness import TARGET_ENV, Target, cpu_seconds, fresh_database, machine_ticks
+from bench.numbers import percentile
 from bench.workers import Probe, Sample, cores_busy, cpu_between, new_jobs, submit
 
 DATABASE = "ingest_bench"

@@ -27,7 +27,7 @@ import argparse
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -42,18 +42,11 @@ from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
+from app.store.maintenance import MaintenanceStore
 from app.store.queue import Queue
 from app.store.tables import domains
-from bench.harness import (
-    backends,
-    drop_database,
-    environment,
-    fmt,
-    fresh_database,
-    median,
-    percentile,
-    table,
-)
+from bench.harness import backends, drop_database, environment, fresh_database
+from bench.numbers import fmt, median, percentile, table
 from bench.workers import submit
 
 DATABASE = "ingest_bench_claim"
@@ -124,7 +117,7 @@ EXPLAIN = {
 async def add_terminal_rows(database: Database, first: int, last: int) -> None:
     base = (utc_now() - timedelta(days=30)).replace(tzinfo=None)
     backend = database.backend.name
-    params = {"first": first, "last": last}
+    params: dict[str, Any] = {"first": first, "last": last}
     params["base"] = base if backend == "postgresql" else base.strftime("%Y-%m-%d %H:%M:%S")
     rows = sa.text(TERMINAL_ROWS[backend])
     await database.transact(lambda conn: conn.execute(rows, params))
@@ -209,7 +202,7 @@ async def claim_plans(database: Database, claim: Callable[[], Awaitable[Any]]) -
     return "\n".join(parts), result
 
 
-def _plan_text(rows: list[Any]) -> str:
+def _plan_text(rows: Sequence[Any]) -> str:
     if not rows:
         return "(no table read)"
     if len(rows[0]) == 1:  # PostgreSQL: one line per row
@@ -248,10 +241,11 @@ async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]]
     plans, leases = await claim_plans(database, claim)
     await finish(leases)
     never = datetime(2000, 1, 1, tzinfo=UTC)
+    chores = MaintenanceStore(database)
     times = {
         "claim 32": await timed(args.repeats, claim, finish),
         "next_due_at": await timed(args.repeats // 4, lambda: queue.next_due_at(utc_now())),
-        "overdue": await timed(args.repeats // 4, lambda: queue.overdue(never)),
+        "overdue": await timed(args.repeats // 4, lambda: chores.overdue(never)),
         "list dead, 50": await timed(
             args.repeats // 4, lambda: store.list(statuses=[JobStatus.DEAD], limit=50)
         ),

@@ -65,12 +65,11 @@ from bench.harness import (
     backends,
     drop_database,
     environment,
-    fmt,
     fresh_database,
     machine_ticks,
-    percentile,
     start_target,
 )
+from bench.numbers import fmt, percentile
 from bench.report import BARE_NAMES, NAMES, NO_QUEUE_NAMES, summarize
 from bench.serve import (
     PICKUP_ARRANGEMENTS,

@@ -2,12 +2,12 @@
 boilerplate it lets in, and what it costs per page, on trafilatura's evaluation set.
 
     python -m bench.extraction --candidates ingest,trafilatura
-    python -m bench.extraction --candidates ingest,ingest@/tmp/base,trafilatura --worst 10
+    python -m bench.extraction --candidates ingest,ingest@../base,trafilatura --worst 10
 
 Data (`--data`): 990 archived pages, each with snippets its main text must contain (`with`)
-and must not (`without`); see ../shared/extraction-eval/README.md. Read where it lies, beside
-the repository (`../shared/extraction-eval/trafilatura-eval`) or in /work/shared; never copied.
-`--pages N` takes a fixed sample of N (`--seed`), the same in every run.
+and must not (`without`); see ../shared/extraction-eval/README.md. Read where it lies
+(`bench.eval_pages`: BENCH_EXTRACTION_DATA, else `../shared/extraction-eval/trafilatura-eval`
+beside the repository); never copied. `--pages N` takes a fixed sample of N (`--seed`).
 
 Scoring, as trafilatura's evaluation does it: per snippet, a `with` found is a true positive
 and missing a false negative, a `without` found a false positive and absent a true negative;
@@ -24,7 +24,7 @@ Candidates (`--candidates`, comma-separated):
 - `ingest`: this checkout's extractor, or `--app-root`'s: `app.content.extract.extract(body,
   "text/html")` (its `.text`), or `app.fetch.extract.extract` before it moved; the page's
   URL is passed when the function takes `url`.
-- `ingest@PATH`: the same from another checkout (`git worktree add /tmp/base b5618f9`), so
+- `ingest@PATH`: the same from another checkout (`git worktree add ../base b5618f9`), so
   one run shows before and after. Each checkout's `app` modules are imported apart and put
   in `sys.modules` only around its own calls.
 - `trafilatura` (`extract(body)`, its defaults), `trafilatura-fast` (`fast=True`).
@@ -32,11 +32,11 @@ Candidates (`--candidates`, comma-separated):
   `readability` (readability-lxml's `Document(body).summary()`, then that HTML's text, a
   line per block): not project dependencies, run when importable, else "not installed".
   To measure them, a scratch environment with the locked dependencies and those two:
-      .uv/bin/uv venv /tmp/extract-venv
-      .uv/bin/uv export --frozen --no-hashes --no-emit-project > /tmp/extract-venv/req.txt
-      VIRTUAL_ENV=/tmp/extract-venv .uv/bin/uv pip install -r /tmp/extract-venv/req.txt \
-          resiliparse readability-lxml
-      /tmp/extract-venv/bin/python -m bench.extraction --candidates ingest,resiliparse,...
+      VENV=../extract-venv  # anywhere outside the checkout
+      .uv/bin/uv venv $VENV
+      .uv/bin/uv export --frozen --no-hashes --no-emit-project > $VENV/req.txt
+      VIRTUAL_ENV=$VENV .uv/bin/uv pip install -r $VENV/req.txt resiliparse readability-lxml
+      $VENV/bin/python -m bench.extraction --candidates ingest,resiliparse,...
 
 Timing: wall time of the extraction call alone, bytes in memory (decoding included: every
 candidate is given the page's bytes), median and p90 per page. One process; candidates take
@@ -48,9 +48,7 @@ first ingest candidate loses most to `--versus` (default trafilatura), to help t
 
 import argparse
 import contextlib
-import gzip
 import json
-import random
 import shlex
 import sys
 import time
@@ -59,47 +57,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.eval_pages import REPO, Page, default_data, load_pages
 from bench.extractors import KNOWN, Candidate, load
-from bench.harness import fmt, median, percentile, table
+from bench.numbers import fmt, median, percentile, table
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path("shared/extraction-eval/trafilatura-eval")
 WARM_UP = b"<html><head><title>warm</title></head><body><p>Warm up, once.</p></body></html>"
-
-
-def default_data() -> Path:
-    """The eval set beside the repository (as CI has it), else on this machine's /work."""
-    for root in (REPO.parent, Path("/work")):
-        if (root / DATA / "expected.json").is_file():
-            return root / DATA
-    return REPO.parent / DATA
-
-
-@dataclass(frozen=True)
-class Page:
-    url: str
-    file: str
-    body: bytes
-    must: tuple[str, ...]
-    must_not: tuple[str, ...]
-
-
-def load_pages(data: Path, count: int | None = None, seed: int = 23) -> list[Page]:
-    """The eval pages, decompressed; a fixed sample of `count` of them when given."""
-    expected = json.loads((data / "expected.json").read_text(encoding="utf-8"))
-    items = sorted(expected.items(), key=lambda item: item[1]["file"])
-    if count is not None and count < len(items):
-        items = random.Random(seed).sample(items, count)
-    return [
-        Page(
-            url,
-            entry["file"],
-            gzip.decompress((data / "pages" / entry["file"]).read_bytes()),
-            tuple(entry["with"]),
-            tuple(entry["without"]),
-        )
-        for url, entry in items
-    ]
 
 
 def _normalised(text: str) -> str:

@@ -18,7 +18,7 @@ so the claim's order is weighted fair share, not plain turns.
 `--scheduled` adds that many succeeded jobs over the same tenants and domains, each waiting
 for a scheduled refresh an hour away (`refresh_every`), as a table of monitored pages holds
 them: the claim should not see them. With a comma-separated list, one database per count,
-side by side; the look back a worker makes each pass (`Queue.overdue`, finding no refresh
+side by side; the look back a worker makes each pass (`MaintenanceStore.overdue`, finding no refresh
 due) is timed too.
 """
 
@@ -36,9 +36,11 @@ from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
 from app.store.jobs import JobStore
+from app.store.maintenance import MaintenanceStore
 from app.store.queue import Queue
 from app.store.tables import jobs
-from bench.harness import backends, drop_database, fmt, fresh_database, median, percentile, table
+from bench.harness import backends, drop_database, fresh_database
+from bench.numbers import fmt, median, percentile, table
 from bench.workers import Probe, cores_busy, cpu_between, other_cores
 
 DATABASE = "ingest_bench_fair"
@@ -126,16 +128,15 @@ def _scheduled(conn: sa.Connection) -> None:
 
 
 async def look_backs(url: str, repeats: int) -> list[float]:
-    """`repeats` of a worker's look back (`Queue.overdue`: expired leases, and whether a
+    """`repeats` of a worker's look back (`MaintenanceStore.overdue`: expired leases, and whether a
     refresh is due; none is), each timed in ms."""
     database = Database(url)
     try:
-        views = PartSettings.of(Settings(_env_file=None))
-        queue = Queue(database, views.shares, views.records)
+        chores = MaintenanceStore(database)
         timings = []
         for _ in range(repeats):
             started = time.perf_counter()
-            overdue = await queue.overdue(utc_now())
+            overdue = await chores.overdue(utc_now())
             timings.append((time.perf_counter() - started) * 1000)
             assert not overdue.refreshes_due
         return timings

@@ -1,17 +1,16 @@
-"""What every benchmark needs: a fresh database, the HTTP target, CPU readings, summaries.
+"""What every benchmark needs: a fresh database, the HTTP target, CPU readings.
 
 All traffic stays on 127.0.0.1. Databases are the benchmark's own: a SQLite file under
-bench/results/ and a PostgreSQL database dropped and created again for every run.
+bench/results/ and a PostgreSQL database dropped and created again for every run, on
+BENCH_POSTGRES_SERVER. Summaries and tables of the figures are in bench.numbers.
 """
 
 import asyncio
 import contextlib
 import os
 import sqlite3
-import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,28 +178,3 @@ def machine_ticks() -> tuple[int, int]:
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = values[3] + values[4]  # idle + iowait
     return sum(values) - idle, sum(values)
-
-
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    rank = max(1, round(fraction * len(ordered) + 0.5 - 1e-9))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-def fmt(value: float | None, digits: int = 1) -> str:
-    if value is None or value != value:  # None or NaN
-        return "-"
-    return f"{value:,.{digits}f}"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A Markdown table, first column left-aligned and the others right-aligned."""
-    lines = ["| " + " | ".join(headers) + " |"]
-    lines.append("|---|" + "--:|" * (len(headers) - 1))
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)

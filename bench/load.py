@@ -32,7 +32,8 @@ import sqlalchemy as sa
 from app.model import JobStatus
 from app.store.database import Database
 from app.store.tables import UTCDateTime, attempts, jobs
-from bench.harness import RESULTS, environment, fmt, fresh_database, percentile, start_target
+from bench.harness import RESULTS, environment, fresh_database, start_target
+from bench.numbers import fmt, percentile
 from bench.serve import serving
 from bench.workers import Probe, Workers
 

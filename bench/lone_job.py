@@ -30,7 +30,8 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from bench.fair_claim import RESULT
-from bench.harness import backends, drop_database, fmt, fresh_database, median, table
+from bench.harness import backends, drop_database, fresh_database
+from bench.numbers import fmt, median, table
 
 DATABASE = "ingest_bench_lone"
 WARM_UP = 50

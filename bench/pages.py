@@ -53,7 +53,8 @@ from typing import Any
 from app.content.extract import extract
 from app.store.database import Database
 from bench.drain import add_settings_option, drain_window
-from bench.extraction import WARM_UP, default_data, load_pages
+from bench.eval_pages import default_data, load_pages
+from bench.extraction import WARM_UP
 from bench.harness import (
     RESULTS,
     Target,
@@ -61,13 +62,11 @@ from bench.harness import (
     cpu_seconds,
     drop_database,
     environment,
-    fmt,
     fresh_database,
-    median,
     start_target,
-    table,
     tree_cpu_seconds,
 )
+from bench.numbers import fmt, median, table
 from bench.report import NAMES
 from bench.workers import (
     Probe,

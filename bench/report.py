@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.baselines import ARQ_NAME
-from bench.harness import backends, fmt, median, table
+from bench.harness import backends
+from bench.numbers import fmt, median, table
 
 NAMES = {"sqlite": "ingest, SQLite", "postgresql": "ingest, PostgreSQL"}
 BARE_NAMES = {

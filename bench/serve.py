@@ -27,7 +27,8 @@ import sqlalchemy as sa
 
 from app.store.database import Database
 from app.store.tables import attempts
-from bench.harness import RESULTS, Target, fresh_database, percentile
+from bench.harness import RESULTS, Target, fresh_database
+from bench.numbers import percentile
 from bench.workers import (
     INGEST,
     Probe,

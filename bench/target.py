@@ -9,7 +9,7 @@ order (httpx does not pipeline). `--delay-ms` holds each answer back to simulate
 `--page-type TYPE` serves the 2 KB page as TYPE instead of `text/html; charset=utf-8`
 (`text/plain`: a job without HTML extraction, what a peer that only fetches does).
 
-`--eval DATA` serves the extraction eval set's pages instead (`bench.extraction.load_pages`):
+`--eval DATA` serves the extraction eval set's pages instead (`bench.eval_pages.load_pages`):
 `/page/<i>` is page i modulo their number, as `text/html` with no charset (the archive kept
 no headers); `--eval-pages N` a fixed sample of N of them (`bench.pages`).
 
@@ -26,6 +26,8 @@ import re
 import sys
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
+
+from bench.eval_pages import load_pages
 
 PAGE_BYTES = 2048
 
@@ -121,9 +123,6 @@ def main() -> None:
     args = parser.parse_args()
     answers = [response(content_type=args.page_type)]
     if args.eval is not None:
-        # Here, not at the top: bench.extraction imports bench.harness, which imports this.
-        from bench.extraction import load_pages
-
         pages = load_pages(args.eval, args.eval_pages)
         answers = [response(page.body, "text/html") for page in pages]
     with contextlib.suppress(KeyboardInterrupt):

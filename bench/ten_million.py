@@ -60,14 +60,17 @@ from app.part_settings import PartSettings
 from app.rules import policy
 from app.settings import Settings
 from app.store.database import Database
-from app.store.jobs import JobStore, encode_cursor
+from app.store.jobs import JobStore
+from app.store.jobs.cursor import encode_cursor
+from app.store.maintenance import MaintenanceStore
 from app.store.queue import Queue
 from app.store.retention import prune_jobs
 from app.store.tables import Job
-from app.worker.job_worker import FOLD_INTERVAL
+from app.worker.maintenance import FOLD_INTERVAL
 from bench.claim import claim_plans
 from bench.fair_claim import RESULT
-from bench.harness import drop_database, fmt, fresh_database, median, percentile, table
+from bench.harness import PG_SERVER, drop_database, fresh_database
+from bench.numbers import fmt, median, percentile, table
 
 DATABASE = "ingest_tenmillion"
 CHUNK = 1_000_000
@@ -388,6 +391,7 @@ class Claimer:
         self.database = database
         views = PartSettings.of(Settings(_env_file=None))
         self.queue = Queue(database, views.shares, views.records)
+        self.chores = MaintenanceStore(database)
         self.retry = views.retry
         self.full = False
         self.next_fold = time.monotonic()
@@ -406,7 +410,7 @@ class Claimer:
         await self.queue.record([policy.settle(x, RESULT, 1, now, retry) for x in leases], now)
         self.records.append((time.perf_counter() - started) * 1000)
         if time.monotonic() >= self.next_fold:
-            await self.queue.fold_counts()
+            await self.chores.fold_counts()
             self.next_fold = time.monotonic() + FOLD_INTERVAL.total_seconds()
         return took
 
@@ -457,7 +461,7 @@ def line(name: str, times: list[float], wal: str = "-") -> list[str]:
 async def wal_position(database: Database) -> int:
     """Where the server's WAL ends now (asyncpg reads a pg_lsn as an int)."""
     async with database.read() as conn:
-        return int((await conn.execute(sa.text("SELECT pg_current_wal_insert_lsn()"))).scalar())
+        return int((await conn.execute(sa.text("SELECT pg_current_wal_insert_lsn()"))).scalar_one())
 
 
 async def claims_with_wal(claimer: "Claimer", repeats: int) -> tuple[list[float], str]:
@@ -551,9 +555,9 @@ async def retention_cycle(
     deleted, during = await asyncio.gather(pruning(), claimer.until(done))
     took = time.monotonic() - began
     say(f"  cycle {cycle}: pruned {deleted:,} in {took:.0f}s")
-    # Every worker folds the changes to the job counts each FOLD_INTERVAL (30 s): the ones
+    # Every worker folds the changes to the job counts each FOLD_INTERVAL: the ones
     # the delete and the refill below leave are folded as a worker running beside would.
-    await claimer.queue.fold_counts()
+    await claimer.chores.fold_counts()
     measured["after the delete"] = await sizes(database)
     await vacuum(database)
     measured["after VACUUM"] = await sizes(database)
@@ -567,7 +571,7 @@ async def retention_cycle(
     last = first + prune - 1
     await fill_jobs(database, shape, first, last, base, 3600 / prune, last + 1)
     await fill_children(database, base, base + timedelta(hours=1))
-    await claimer.queue.fold_counts()
+    await claimer.chores.fold_counts()
     await vacuum(database, analyze=True)
     measured["after the refill"] = await sizes(database)
     rows = [
@@ -626,7 +630,7 @@ async def main() -> None:
     shape = Shape(args.jobs, args.domains, args.tenants, args.content_share, args.random_ids)
     began = time.monotonic()
     if args.reuse:
-        url = f"postgresql://postgres@127.0.0.1:5432/{args.database}"
+        url = f"{PG_SERVER}/{args.database}"
     else:
         url = await fresh_database(args.backend, args.database)
     database = Database(url)

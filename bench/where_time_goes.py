@@ -35,8 +35,26 @@ from bench.workers import new_jobs, submit
 DATABASE = "ingest_profile"
 
 COMPONENTS = [
-    ("claim", ("app/store/claim.py",)),
-    ("record", ("app/store/record.py", "app/worker/completer.py")),
+    (
+        "claim",
+        (
+            "app/store/claim.py",
+            "app/store/backends/claim_sql.py",
+            "app/store/backends/postgres/claim.py",
+            "app/store/backends/sqlite/claim.py",
+        ),
+    ),
+    (
+        "record",
+        (
+            "app/store/record.py",
+            "app/store/record_rows.py",
+            "app/store/backends/record_sql.py",
+            "app/store/backends/postgres/record.py",
+            "app/store/backends/sqlite/record.py",
+            "app/worker/completer.py",
+        ),
+    ),
     ("other store work", ("app/store/",)),
     ("database driver", ("sqlalchemy", "aiosqlite", "sqlite3", "asyncpg")),
     (
@@ -91,7 +109,7 @@ async def drain(
     target = start_target(0, 1, *serving)
     url = await fresh_database("postgresql", DATABASE)
     settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         database_url=url,
         worker_concurrency=concurrency,
         domain_max_in_flight=100_000,
