@@ -10,7 +10,7 @@ import builtins
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 
 class JobStatus(StrEnum):
@@ -170,6 +170,13 @@ class NewJob:
     """sha256 of the submitted body, to tell "same request again" from "same key, other body"."""
     refresh_every: int | None = None
     """Seconds after each success when the job fetches its page again; None: never."""
+    unique: bool = False
+    """Answered by the tenant's job of the same URL key that is pending or running (or
+    succeeded within `max_age`), if there is one, instead of a new job."""
+    max_age: float | None = None
+    """With `unique`: for how many seconds a success answers; None: none does."""
+    url_key: str | None = None
+    """The URL's key (`app.rules.url_key`), when the caller made it; None: the store does."""
 
 
 @dataclass(frozen=True)
@@ -270,8 +277,7 @@ class Unmodified:
     the very body stored (not extracted again)."""
 
     ended: AttemptOutcome
-    """NOT_MODIFIED (a 304) or UNCHANGED (the same body, or the same text); NOT_KEPT for a
-    change past its tenant's storage quota (`Confirm`)."""
+    """NOT_MODIFIED (a 304) or UNCHANGED (the same body, or the same text)."""
     http_status: int
     etag: str | None
     last_modified: str | None
@@ -318,44 +324,23 @@ class Deferral:
 
 
 @dataclass(frozen=True)
-class Complete:
-    """The job succeeded with what was fetched: its first content, or a changed version."""
-
-    fetched: Fetched
-    refresh_at: datetime | None = None
-    """When the job fetches its page again (its `refresh_every` on); None: never."""
-    changed: bool = False
-    """A refresh found the content changed: a new version (`job.changed`)."""
-
-
-@dataclass(frozen=True)
-class Confirm:
-    """A refresh found the content as stored (`Unmodified`, or a 200 whose text hashes the
-    same): the job succeeded again, nothing stored but the answer's validators. Or it found
-    a change its tenant's storage quota did not let it keep (`AttemptOutcome.NOT_KEPT`):
-    then the validators are the kept version's, so the next refresh fetches the page whole."""
-
-    unmodified: Unmodified
-    refresh_at: datetime | None = None
-
-
-@dataclass(frozen=True)
 class Reschedule:
-    """The job is pending again, due at `retry_at` (None: due now)."""
+    """`decide`'s answer to a failure after which the job is pending again, due at `retry_at`."""
 
-    retry_at: datetime | None
-    delay_seconds: float = 0.0
-    failure: Failure | None = None
-    """Kept as the job's `last_error`; None leaves it as it was (a shutdown's hand-back)."""
+    retry_at: datetime
+    delay_seconds: float
+    failure: Failure
+    """Kept as the job's `last_error`."""
     spends_attempt: bool = True
-    """False gives the attempt back: a deferral, or a hand-back on shutdown."""
+    """False gives the attempt back: a deferral."""
     deferral: Deferral | None = None
     """Set when a rate-limited answer deferred the job (its `deferrals` grow by one)."""
 
 
 @dataclass(frozen=True)
 class MarkDead:
-    """The job is dead: no attempt follows until an operator retries it."""
+    """`decide`'s answer to a failure that ends the job: no attempt follows until an operator
+    retries it."""
 
     reason: DeadReason
     failure: Failure
@@ -363,57 +348,134 @@ class MarkDead:
     """False for a rate-limited answer: the budget stays as it was."""
 
 
-Decision = Complete | Confirm | Reschedule | MarkDead
-
-
-class Transition(StrEnum):
-    """Why a recorded attempt moved its job where it did. Decided once, by policy (each
-    outcome's maker in `app.rules.policy`), and read as it is by the store, the log lines, the
-    metrics and the domain pauses: none of them works it out again from a decision's fields."""
-
-    SUCCEEDED = "succeeded"
-    """Content stored: a first fetch, or a refresh that found the page changed."""
-    CONFIRMED = "confirmed"
-    """A refresh found the page unchanged (HTTP 304, or the same text): the version kept."""
-    NOT_KEPT = "not_kept"
-    """A refresh found the page changed, but its tenant's storage quota let it keep no new
-    version (`app.rules.policy.within_storage_quota`): succeeded, the last version kept."""
-    RETRY_SCHEDULED = "retry_scheduled"
-    """Failed and pending again at its `retry_at`; the attempt counts."""
-    DEFERRED = "deferred"
-    """Rate-limited: pending again when the server asked; the attempt given back."""
-    DEAD = "dead"
-    """Failed for good: the decision's `DeadReason` says why."""
-    HANDED_BACK = "handed_back"
-    """Its worker gave it back unfetched or unfinished (shutdown, a higher priority): due
-    now, the attempt given back, its last error kept."""
-    LEASE_EXPIRED = "lease_expired"
-    """Taken back from a worker gone silent: due now, or dead (`lease_expired`) with no
-    attempt left."""
-
-    @property
-    def failed(self) -> bool:
-        """Whether the attempt failed (its decision carries the failure)."""
-        return self not in (
-            Transition.SUCCEEDED,
-            Transition.CONFIRMED,
-            Transition.NOT_KEPT,
-            Transition.HANDED_BACK,
-        )
+# ---- outcomes -----------------------------------------------------------------------------
+# A finished attempt as policy settled it (each maker in `app.rules.policy`): one class per
+# transition, which says why its job moved where it did. The store, the log lines, the metrics
+# and the domain pauses read it as it is, each `match`ing on the class: none works a transition
+# out again from fields, and one added is a type error (`assert_never`) where it is not handled.
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """A finished attempt as policy settled it: what the store records, as given."""
+class Settled:
+    """What every outcome holds: the lease the attempt ran under, how long it took, and what
+    it says of its domain's health. Each class says how the attempt ended (`ended`, its
+    row's `outcome` in the job's history)."""
 
     lease: Lease
-    decision: Decision
-    ended: AttemptOutcome
     duration_ms: int
-    transition: Transition
-    domain: DomainSignal = DomainSignal.SILENT
-    message: str | None = None
-    """The attempt's message when the decision carries no failure (a shutdown's hand-back)."""
+    domain: DomainSignal = field(default=DomainSignal.SILENT, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Succeeded(Settled):
+    """Content stored: a first fetch, or a refresh that found the page changed. The job is
+    `succeeded`, a new version kept."""
+
+    fetched: Fetched
+    refresh_at: datetime | None = None
+    """When the job fetches its page again (its `refresh_every` on); None: never."""
+    changed: bool = False
+    """A refresh found the content changed: a new version (`job.changed`)."""
+    ended: ClassVar[AttemptOutcome] = AttemptOutcome.SUCCEEDED
+
+
+@dataclass(frozen=True)
+class Confirmed(Settled):
+    """A refresh found the content as stored (`Unmodified`: a 304, the very body stored, or a
+    200 whose text hashes the same): `succeeded` again, the version kept, nothing stored but
+    the answer's validators."""
+
+    unmodified: Unmodified
+    refresh_at: datetime | None = None
+
+    @property
+    def ended(self) -> AttemptOutcome:
+        return self.unmodified.ended
+
+
+@dataclass(frozen=True)
+class NotKept(Settled):
+    """A refresh found the page changed, but its tenant's storage quota let it keep no new
+    version (`app.rules.policy.within_storage_quota`): `succeeded`, the last version and its
+    validators kept, so the next refresh fetches the page whole."""
+
+    http_status: int
+    etag: str | None
+    last_modified: str | None
+    """The kept version's validators."""
+    refresh_at: datetime | None
+    message: str
+    """The attempt's message: "changed, not kept: " and why."""
+    ended: ClassVar[AttemptOutcome] = AttemptOutcome.NOT_KEPT
+
+
+@dataclass(frozen=True)
+class Retried(Settled):
+    """Failed, and `pending` again at its `retry_at`, after the backoff; the attempt counts."""
+
+    failure: Failure
+    """Kept as the job's `last_error`, as is every failure of an outcome."""
+    retry_at: datetime
+    delay_seconds: float
+
+    @property
+    def ended(self) -> AttemptOutcome:
+        return AttemptOutcome(self.failure.kind)
+
+
+@dataclass(frozen=True)
+class Deferred(Settled):
+    """Rate-limited: `pending` again when the server asked (or after the backoff, if longer);
+    the attempt given back, the job's `deferrals` one more."""
+
+    failure: Failure
+    retry_at: datetime
+    delay_seconds: float
+    deferral: Deferral
+
+    @property
+    def ended(self) -> AttemptOutcome:
+        return AttemptOutcome(self.failure.kind)
+
+
+@dataclass(frozen=True)
+class Died(Settled):
+    """Failed for good: `dead`, its `reason` says why; no attempt follows until an operator
+    retries it."""
+
+    reason: DeadReason
+    failure: Failure
+    spends_attempt: bool = True
+    """False for a rate-limited answer: the budget stays as it was."""
+
+    @property
+    def ended(self) -> AttemptOutcome:
+        return AttemptOutcome(self.failure.kind)
+
+
+@dataclass(frozen=True)
+class HandedBack(Settled):
+    """Its worker gave it back unfetched or unfinished (shutdown, a higher priority):
+    `pending`, due now, the attempt given back, its last error kept."""
+
+    message: str
+    """Why, the attempt's message."""
+    ended: ClassVar[AttemptOutcome] = AttemptOutcome.INTERRUPTED
+
+
+@dataclass(frozen=True)
+class Expired(Settled):
+    """Taken back from a worker gone silent (its lease ran out): the lost attempt counts, and
+    the job is `pending`, due now, or `dead` (`lease_expired`) with no attempt left."""
+
+    failure: Failure
+    dead: bool
+    """No attempt was left: dead (`lease_expired`), not due again."""
+    ended: ClassVar[AttemptOutcome] = AttemptOutcome.INTERRUPTED
+
+
+Outcome = Succeeded | Confirmed | NotKept | Retried | Deferred | Died | HandedBack | Expired
+"""A finished attempt as policy settled it: what the store records, as given."""
 
 
 @dataclass(frozen=True)

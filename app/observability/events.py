@@ -17,23 +17,26 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
 from app.model import (
     AttemptOutcome,
     ClaimedDelivery,
-    Complete,
-    Confirm,
+    Confirmed,
     DeadReason,
+    Deferred,
     DeliveryStatus,
+    Died,
     DomainPause,
+    Expired,
     Failure,
+    HandedBack,
     JobStatus,
     Lease,
-    MarkDead,
+    NotKept,
     Outcome,
-    Reschedule,
-    Transition,
+    Retried,
+    Succeeded,
 )
 from app.observability.metrics import Metrics
 from app.text.wording import counted, seconds
@@ -194,26 +197,25 @@ def job_started(lease: Lease) -> None:
 
 def recorded(outcome: Outcome) -> None:
     """A finished attempt was recorded: its one log line, and its counts."""
-    decision, transition = outcome.decision, outcome.transition
-    if transition is Transition.SUCCEEDED:
-        assert isinstance(decision, Complete)
-        _succeeded(outcome, decision)
-    elif transition in (Transition.CONFIRMED, Transition.NOT_KEPT):
-        assert isinstance(decision, Confirm)
-        _confirmed(outcome, decision)
-    elif transition is Transition.HANDED_BACK:
-        _released(outcome)
-    elif transition is Transition.LEASE_EXPIRED:
-        _reclaimed(outcome)
-    else:
-        assert isinstance(decision, Reschedule | MarkDead)
-        _failed(outcome, decision)
+    match outcome:
+        case Succeeded():
+            _succeeded(outcome)
+        case Confirmed() | NotKept():
+            _confirmed(outcome)
+        case Retried() | Deferred() | Died():
+            _failed(outcome)
+        case HandedBack():
+            _released(outcome)
+        case Expired():
+            _reclaimed(outcome)
+        case _:
+            assert_never(outcome)
 
 
-def _succeeded(outcome: Outcome, decision: Complete) -> None:
-    lease, fetched = outcome.lease, decision.fetched
+def _succeeded(outcome: Succeeded) -> None:
+    lease, fetched = outcome.lease, outcome.fetched
     fields = _fields(
-        "job.changed" if decision.changed else "job.succeeded",
+        "job.changed" if outcome.changed else "job.succeeded",
         lease,
         status=JobStatus.SUCCEEDED,
         outcome=AttemptOutcome.SUCCEEDED,
@@ -226,37 +228,42 @@ def _succeeded(outcome: Outcome, decision: Complete) -> None:
         _attempt(lease),
         fetched.http_status,
         counted(fetched.bytes, "byte"),
-        f", changed: version {version} stored" if decision.changed else "",
-        _next_refresh(decision.refresh_at),
+        f", changed: version {version} stored" if outcome.changed else "",
+        _next_refresh(outcome.refresh_at),
         extra=fields,
     )
     _count_success(outcome, AttemptOutcome.SUCCEEDED)
 
 
-def _confirmed(outcome: Outcome, decision: Confirm) -> None:
-    lease, unmodified = outcome.lease, decision.unmodified
-    not_kept = outcome.transition is Transition.NOT_KEPT
+def _confirmed(outcome: Confirmed | NotKept) -> None:
+    lease = outcome.lease
+    match outcome:
+        case NotKept():
+            event, http_status = "job.not_kept", outcome.http_status
+            how = f"HTTP {http_status}, {outcome.message}"
+        case Confirmed():
+            event, http_status = "job.unchanged", outcome.unmodified.http_status
+            if outcome.ended is AttemptOutcome.NOT_MODIFIED:
+                how = "not modified (HTTP 304)"
+            else:
+                how = f"unchanged (HTTP {http_status}, same text)"
+        case _:
+            assert_never(outcome)
     fields = _fields(
-        "job.not_kept" if not_kept else "job.unchanged",
+        event,
         lease,
         status=JobStatus.SUCCEEDED,
         outcome=outcome.ended,
-        http_status=unmodified.http_status,
+        http_status=http_status,
         duration_ms=outcome.duration_ms,
     )
-    if not_kept:
-        how = f"HTTP {unmodified.http_status}, {outcome.message}"
-    elif outcome.ended is AttemptOutcome.NOT_MODIFIED:
-        how = "not modified (HTTP 304)"
-    else:
-        how = f"unchanged (HTTP {unmodified.http_status}, same text)"
     version = lease.previous.version if lease.previous else 1
     log.info(
         "%s succeeded: %s, version %d kept%s",
         _attempt(lease),
         how,
         version,
-        _next_refresh(decision.refresh_at),
+        _next_refresh(outcome.refresh_at),
         extra=fields,
     )
     _count_success(outcome, outcome.ended)
@@ -273,22 +280,23 @@ def _count_success(outcome: Outcome, ended: AttemptOutcome) -> None:
         metrics.finished.labels(JobStatus.SUCCEEDED, "").inc()
 
 
-def _failed(outcome: Outcome, decision: Reschedule | MarkDead) -> None:
-    lease, failure = outcome.lease, decision.failure
-    assert failure is not None  # only a hand-back has none
+def _failed(outcome: Retried | Deferred | Died) -> None:
+    lease, failure = outcome.lease, outcome.failure
     deferrals = lease.deferrals
-    if isinstance(decision, Reschedule):
-        assert decision.retry_at is not None
-        then = (
-            f"will retry at {timestamp(decision.retry_at)} (in {seconds(decision.delay_seconds)})"
-        )
-        if decision.deferral is not None:
-            then += f", attempt not spent (deferral {decision.deferral})"
-            deferrals = decision.deferral.number
-        after = {"status": JobStatus.PENDING, "next_retry_at": timestamp(decision.retry_at)}
-    else:
-        then = f"dead ({decision.reason})"
-        after = {"status": JobStatus.DEAD, "dead_reason": decision.reason}
+    dead: DeadReason | None = None
+    match outcome:
+        case Retried():
+            then, after = _will_retry(outcome.retry_at, outcome.delay_seconds)
+        case Deferred():
+            then, after = _will_retry(outcome.retry_at, outcome.delay_seconds)
+            then += f", attempt not spent (deferral {outcome.deferral})"
+            deferrals = outcome.deferral.number
+        case Died():
+            dead = outcome.reason
+            then = f"dead ({dead})"
+            after = {"status": JobStatus.DEAD, "dead_reason": dead}
+        case _:
+            assert_never(outcome)
     failed = f"failed: {failure.label} ({failure.kind})"
     line = f"{_attempt(lease)} {failed}; {then}"
     fields = _fields(
@@ -310,13 +318,19 @@ def _failed(outcome: Outcome, decision: Reschedule | MarkDead) -> None:
         ended = AttemptOutcome(failure.kind)
         metrics.attempts.labels(ended, failure.type).inc()
         metrics.fetch_duration.labels(ended).observe(outcome.duration_ms / 1000)
-        if isinstance(decision, MarkDead):
-            metrics.finished.labels(JobStatus.DEAD, decision.reason).inc()
+        if dead is not None:
+            metrics.finished.labels(JobStatus.DEAD, dead).inc()
 
 
-def _reclaimed(outcome: Outcome) -> None:
+def _will_retry(retry_at: datetime, delay_seconds: float) -> tuple[str, dict[str, Any]]:
+    at = timestamp(retry_at)
+    then = f"will retry at {at} (in {seconds(delay_seconds)})"
+    return then, {"status": JobStatus.PENDING, "next_retry_at": at}
+
+
+def _reclaimed(outcome: Expired) -> None:
     """A lease expired and this worker took the job back."""
-    dead = isinstance(outcome.decision, MarkDead)
+    dead = outcome.dead
     then = "dead (lease_expired)" if dead else "will retry now"
     after: dict[str, Any] = {"status": JobStatus.PENDING}
     if dead:
@@ -336,7 +350,7 @@ def _reclaimed(outcome: Outcome) -> None:
             metrics.finished.labels(JobStatus.DEAD, DeadReason.LEASE_EXPIRED).inc()
 
 
-def _released(outcome: Outcome) -> None:
+def _released(outcome: HandedBack) -> None:
     fields = _fields(
         "job.released", outcome.lease, status=JobStatus.PENDING, outcome=AttemptOutcome.INTERRUPTED
     )
@@ -355,15 +369,20 @@ def lease_lost(outcome: Outcome) -> None:
 
     The attempt was counted (interrupted) by whoever took the job back; the fetch is timed.
     """
-    decision = outcome.decision
-    if isinstance(decision, Complete):
-        ended = {"outcome": AttemptOutcome.SUCCEEDED, "http_status": decision.fetched.http_status}
-    elif isinstance(decision, Confirm):
-        ended = {"outcome": outcome.ended, "http_status": decision.unmodified.http_status}
-    elif decision.failure is not None:
-        ended = _failure(decision.failure)
-    else:
-        ended = {"outcome": outcome.ended}
+    ended: dict[str, Any]
+    match outcome:
+        case Succeeded():
+            ended = {"outcome": outcome.ended, "http_status": outcome.fetched.http_status}
+        case Confirmed():
+            ended = {"outcome": outcome.ended, "http_status": outcome.unmodified.http_status}
+        case NotKept():
+            ended = {"outcome": outcome.ended, "http_status": outcome.http_status}
+        case Retried() | Deferred() | Died() | Expired():
+            ended = _failure(outcome.failure)
+        case HandedBack():
+            ended = {"outcome": outcome.ended}
+        case _:
+            assert_never(outcome)
     fields = _fields("job.lease_lost", outcome.lease, **ended, duration_ms=outcome.duration_ms)
     log.warning(
         "%s finished after its lease was taken back; outcome discarded",

@@ -16,28 +16,32 @@ import random
 import socket
 import ssl
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 from app.model import (
     ROBOTS_DISALLOWED,
     AttemptOutcome,
-    Complete,
-    Confirm,
+    Confirmed,
     DeadReason,
-    Decision,
     Deferral,
+    Deferred,
+    Died,
     DomainPause,
     DomainSignal,
     ErrorKind,
+    Expired,
     Failure,
     Fetched,
+    HandedBack,
     Lease,
     MarkDead,
+    NotKept,
     Outcome,
     Reschedule,
-    Transition,
+    Retried,
+    Succeeded,
     Unmodified,
 )
 from app.settings import DEFAULT_TRANSIENT_ERRORS
@@ -241,8 +245,8 @@ def settle(
     rules: RetryRules,
     rand: Callable[[], float] = random.random,
 ) -> Outcome:
-    """The outcome to record for a finished fetch: the decision, how the attempt ended and
-    what it says of the domain.
+    """The outcome to record for a finished fetch: its transition, and what it says of the
+    domain.
 
     A refresh that succeeds is one of three: a 304, or the very body stored (`Unmodified`),
     confirms the content; a 200 whose main text hashes as the stored one's confirms it too
@@ -263,40 +267,41 @@ def settle(
             rand,
             refresh=previous is not None,
         )
-        return Outcome(
-            lease,
-            settled,
-            AttemptOutcome(result.kind),
-            duration_ms,
-            failed(settled),
-            domain=domain_signal(result),
-        )
+        return failed(lease, settled, duration_ms, domain_signal(result))
     refresh_at = next_refresh(lease.refresh_every, now)
+    answered = DomainSignal.ANSWERED
     if isinstance(result, Fetched) and (
         previous is None or previous.text_sha256 != result.text_sha256
     ):
-        decision: Complete | Confirm = Complete(result, refresh_at, changed=previous is not None)
-        ended, transition = AttemptOutcome.SUCCEEDED, Transition.SUCCEEDED
-    else:
-        if isinstance(result, Fetched):
-            result = Unmodified(
-                AttemptOutcome.UNCHANGED,
-                result.http_status,
-                result.etag,
-                result.last_modified,
-                result.bytes,
-                result.sha256,
-            )
-        decision, ended = Confirm(result, refresh_at), result.ended
-        transition = Transition.CONFIRMED
-    return Outcome(lease, decision, ended, duration_ms, transition, domain=DomainSignal.ANSWERED)
+        changed = previous is not None
+        return Succeeded(lease, duration_ms, result, refresh_at, changed, domain=answered)
+    if isinstance(result, Fetched):
+        result = Unmodified(
+            AttemptOutcome.UNCHANGED,
+            result.http_status,
+            result.etag,
+            result.last_modified,
+            result.bytes,
+            result.sha256,
+        )
+    return Confirmed(lease, duration_ms, result, refresh_at, domain=answered)
 
 
-def failed(decision: Reschedule | MarkDead) -> Transition:
-    """The transition of a failed attempt as `decide` settled it."""
+def failed(
+    lease: Lease,
+    decision: Reschedule | MarkDead,
+    duration_ms: int,
+    domain: DomainSignal = DomainSignal.SILENT,
+) -> Retried | Deferred | Died:
+    """The outcome of a failed attempt as `decide` settled it: a deferral is a rescheduling
+    that gave the attempt back."""
     if isinstance(decision, MarkDead):
-        return Transition.DEAD
-    return Transition.DEFERRED if decision.deferral is not None else Transition.RETRY_SCHEDULED
+        reason, failure = decision.reason, decision.failure
+        return Died(lease, duration_ms, reason, failure, decision.spends_attempt, domain=domain)
+    at, delay, failure = decision.retry_at, decision.delay_seconds, decision.failure
+    if decision.deferral is None:
+        return Retried(lease, duration_ms, failure, at, delay, domain=domain)
+    return Deferred(lease, duration_ms, failure, at, delay, decision.deferral, domain=domain)
 
 
 def next_refresh(refresh_every: int | None, now: datetime) -> datetime | None:
@@ -315,14 +320,7 @@ def unexpected(exc: Exception) -> Failure:
 def unsettled(lease: Lease, exc: Exception, duration_ms: int) -> Outcome:
     """The outcome of an attempt whose outcome could not be decided (`settle` or the fetch
     raised `exc`): the job is dead, fatal (`unexpected`); nothing is said of its domain."""
-    failure = unexpected(exc)
-    return Outcome(
-        lease,
-        MarkDead(DeadReason.FATAL, failure),
-        AttemptOutcome.FATAL,
-        duration_ms,
-        Transition.DEAD,
-    )
+    return Died(lease, duration_ms, DeadReason.FATAL, unexpected(exc))
 
 
 LEASE_EXPIRED = "lease expired: the worker stopped heartbeating"
@@ -332,42 +330,21 @@ def expired(lease: Lease, now: datetime) -> Outcome:
     """A lease that ran out (its worker died or hung): the lost attempt counts, and the job is
     due again now, or dead (`lease_expired`) with no budget left."""
     failure = Failure(ErrorKind.TRANSIENT, "LeaseExpired", LEASE_EXPIRED)
-    decision: Decision = Reschedule(None, 0.0, failure)
-    if lease.attempt >= lease.max_attempts:
-        decision = MarkDead(DeadReason.LEASE_EXPIRED, failure)
     duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
-    return Outcome(
-        lease, decision, AttemptOutcome.INTERRUPTED, duration_ms, Transition.LEASE_EXPIRED
-    )
+    return Expired(lease, duration_ms, failure, dead=lease.attempt >= lease.max_attempts)
 
 
 def handed_back(lease: Lease, now: datetime) -> Outcome:
     """Graceful shutdown: the job is due again now, its attempt given back."""
     duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
-    decision = Reschedule(None, spends_attempt=False)
-    return Outcome(
-        lease,
-        decision,
-        AttemptOutcome.INTERRUPTED,
-        duration_ms,
-        Transition.HANDED_BACK,
-        message="worker shutting down",
-    )
+    return HandedBack(lease, duration_ms, "worker shutting down")
 
 
 def yielded(lease: Lease, now: datetime) -> Outcome:
     """A queued job handed back before its fetch began, for a higher-priority job submitted
     since: due again now, its attempt given back."""
     duration_ms = int((now - lease.claimed_at).total_seconds() * 1000)
-    decision = Reschedule(None, spends_attempt=False)
-    return Outcome(
-        lease,
-        decision,
-        AttemptOutcome.INTERRUPTED,
-        duration_ms,
-        Transition.HANDED_BACK,
-        message="a job of a higher priority was submitted",
-    )
+    return HandedBack(lease, duration_ms, "a job of a higher priority was submitted")
 
 
 STORAGE_QUOTA = "StorageQuota"
@@ -385,13 +362,13 @@ def within_storage_quota(
     turn, so a batch never passes the quota by its own versions; what deleting a job's
     oldest version would free is not counted. `version_bytes` says what a version adds."""
     kept = dict(kept)
-    settled = []
+    settled: list[Outcome] = []
     for outcome in outcomes:
-        decision, tenant = outcome.decision, outcome.lease.tenant
-        if isinstance(decision, Complete):
-            already, adding = kept.get(tenant, 0), version_bytes(decision.fetched)
+        if isinstance(outcome, Succeeded):
+            tenant = outcome.lease.tenant
+            already, adding = kept.get(tenant, 0), version_bytes(outcome.fetched)
             if already + adding > quota:
-                outcome = _not_kept(outcome, decision, already, adding, quota)
+                outcome = _not_kept(outcome, already, adding, quota)
             else:
                 kept[tenant] = already + adding
         settled.append(outcome)
@@ -413,9 +390,9 @@ def _utf8(text: str | None) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _not_kept(outcome: Outcome, decision: Complete, kept: int, adding: int, quota: int) -> Outcome:
+def _not_kept(outcome: Succeeded, kept: int, adding: int, quota: int) -> NotKept | Died:
     """`outcome`, its version refused by its tenant's storage quota (`within_storage_quota`)."""
-    lease = outcome.lease
+    lease, duration_ms, domain = outcome.lease, outcome.duration_ms, outcome.domain
     reason = (
         f"tenant {lease.tenant!r} keeps {kept:,} bytes; this version's {adding:,} more would "
         f"pass its quota of {quota:,} (INGEST_TENANT_MAX_STORAGE_BYTES)"
@@ -423,16 +400,16 @@ def _not_kept(outcome: Outcome, decision: Complete, kept: int, adding: int, quot
     previous = lease.previous
     if previous is None:
         failure = Failure(ErrorKind.FATAL, STORAGE_QUOTA, reason)
-        dead = MarkDead(DeadReason.STORAGE_QUOTA, failure)
-        return replace(outcome, decision=dead, ended=AttemptOutcome.FATAL, transition=failed(dead))
-    status = decision.fetched.http_status
-    unmodified = Unmodified(AttemptOutcome.NOT_KEPT, status, previous.etag, previous.last_modified)
-    return replace(
-        outcome,
-        decision=Confirm(unmodified, decision.refresh_at),
-        ended=AttemptOutcome.NOT_KEPT,
-        transition=Transition.NOT_KEPT,
-        message=f"changed, not kept: {reason}",
+        return Died(lease, duration_ms, DeadReason.STORAGE_QUOTA, failure, domain=domain)
+    return NotKept(
+        lease,
+        duration_ms,
+        outcome.fetched.http_status,
+        previous.etag,
+        previous.last_modified,
+        outcome.refresh_at,
+        f"changed, not kept: {reason}",
+        domain=domain,
     )
 
 

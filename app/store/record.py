@@ -18,22 +18,26 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 import sqlalchemy as sa
 
 from app.model import (
-    Complete,
-    Confirm,
+    Confirmed,
     DeadReason,
+    Deferred,
     DeliveryEvent,
+    Died,
     DomainPause,
     DomainSignal,
+    Expired,
+    HandedBack,
     JobStatus,
     Lease,
+    NotKept,
     Outcome,
-    Reschedule,
-    Transition,
+    Retried,
+    Succeeded,
 )
 from app.store.backends import Backend
 from app.store.backends.record_sql import (
@@ -177,99 +181,139 @@ class _Plan:
         self.writes.append(backend.inserts_together(new_rows))
 
     def _job(self, outcome: Outcome, fence: dict[str, Any], now: datetime) -> None:
-        decision, lease = outcome.decision, outcome.lease
-        if isinstance(decision, Complete):
-            fetched = decision.fetched
-            version = lease.previous.version + 1 if lease.previous else 1
-            page = page_json(fetched.metadata)
-            self.succeed.append(
-                fence
-                | {
-                    "http_status": fetched.http_status,
-                    "final_url": fetched.final_url,
-                    "content_type": fetched.content_type,
-                    "bytes": fetched.bytes,
-                    "sha256": fetched.sha256,
-                    "title": fetched.title,
-                    "text_length": len(fetched.text),
-                    "page": page,
-                    "etag": fetched.etag,
-                    "last_modified": fetched.last_modified,
-                    "text_sha256": fetched.text_sha256,
-                    "version": version,
-                    "refresh_at": decision.refresh_at,
-                }
-            )
-            # Markdown that is the text (a plain-text page's) is kept once, as the text.
-            as_text = fetched.markdown == fetched.text
-            self.contents.append(
-                {
-                    "job_id": lease.id,
-                    "version": version,
-                    "tenant": lease.tenant,
-                    "content": fetched.body,
-                    "content_type": fetched.content_type,
-                    "text": fetched.text,
-                    "markdown": None if as_text else fetched.markdown,
-                    "markdown_as_text": as_text,
-                    "text_length": len(fetched.text),
-                    "text_sha256": fetched.text_sha256,
-                    "title": fetched.title,
-                    "page_metadata": page,
-                    "stored_at": now,
-                }
-            )
-            if version > self.versions:
-                self.dropped.append({"job": lease.id, "upto": version - self.versions})
-            event = DeliveryEvent.JOB_CHANGED if decision.changed else DeliveryEvent.JOB_SUCCEEDED
-            self.finished[event].append(lease.id)
-            return
-        if isinstance(decision, Confirm):
-            unmodified, previous = decision.unmodified, lease.previous
-            etag, last_modified = unmodified.etag, unmodified.last_modified
-            # A 304 may leave its validators out: those it answered to still hold.
-            if unmodified.http_status == 304 and previous is not None:
-                etag = etag or previous.etag
-                last_modified = last_modified or previous.last_modified
-            self.confirm.append(
-                fence
-                | {
-                    "etag": etag,
-                    "last_modified": last_modified,
-                    "bytes": unmodified.bytes,
-                    "sha256": unmodified.sha256,
-                    "refresh_at": decision.refresh_at,
-                }
-            )
-            return
-        values = fence | {
-            "given_back": 0 if decision.spends_attempt else 1,
-            "deferred": 0,
-            "retry_after": None,
-            "dead_reason": None,
-            "finished_at": None,
-        }
-        if isinstance(decision, Reschedule):
-            values |= {
-                "status": JobStatus.PENDING.value,
-                "retry_after": decision.retry_at,
-                "deferred": 1 if decision.deferral else 0,
+        lease = outcome.lease
+        match outcome:
+            case Succeeded():
+                self._succeed(outcome, fence, now)
+            case Confirmed():
+                self.confirm.append(fence | _confirmed(outcome))
+            case NotKept():
+                self.confirm.append(
+                    fence
+                    | {
+                        "etag": outcome.etag,
+                        "last_modified": outcome.last_modified,
+                        "bytes": None,
+                        "sha256": None,
+                        "refresh_at": outcome.refresh_at,
+                    }
+                )
+            case Retried():
+                pending = _moved_on(fence, JobStatus.PENDING, retry_after=outcome.retry_at)
+                self.fail.append(pending | last_error(outcome.failure))
+            case Deferred():
+                deferred = _moved_on(
+                    fence, JobStatus.PENDING, retry_after=outcome.retry_at, given_back=1, deferred=1
+                )
+                self.fail.append(deferred | last_error(outcome.failure))
+            case Died():
+                given_back = 0 if outcome.spends_attempt else 1
+                dead = _dead(fence, now, outcome.reason, given_back)
+                self.fail.append(dead | last_error(outcome.failure))
+                gone = outcome.reason is DeadReason.GONE
+                event = DeliveryEvent.JOB_GONE if gone else DeliveryEvent.JOB_DEAD
+                self.finished[event].append(lease.id)
+            case HandedBack():
+                self.hand_back.append(_moved_on(fence, JobStatus.PENDING, given_back=1))
+            case Expired() if outcome.dead:
+                dead = _dead(fence, now, DeadReason.LEASE_EXPIRED)
+                self.fail.append(dead | last_error(outcome.failure))
+                self.finished[DeliveryEvent.JOB_DEAD].append(lease.id)
+            case Expired():
+                pending = _moved_on(fence, JobStatus.PENDING)
+                self.fail.append(pending | last_error(outcome.failure))
+            case _:
+                assert_never(outcome)
+
+    def _succeed(self, outcome: Succeeded, fence: dict[str, Any], now: datetime) -> None:
+        lease, fetched = outcome.lease, outcome.fetched
+        version = lease.previous.version + 1 if lease.previous else 1
+        page = page_json(fetched.metadata)
+        self.succeed.append(
+            fence
+            | {
+                "http_status": fetched.http_status,
+                "final_url": fetched.final_url,
+                "content_type": fetched.content_type,
+                "bytes": fetched.bytes,
+                "sha256": fetched.sha256,
+                "title": fetched.title,
+                "text_length": len(fetched.text),
+                "page": page,
+                "etag": fetched.etag,
+                "last_modified": fetched.last_modified,
+                "text_sha256": fetched.text_sha256,
+                "version": version,
+                "refresh_at": outcome.refresh_at,
             }
-        else:
-            values |= {
-                "status": JobStatus.DEAD.value,
-                "dead_reason": decision.reason.value,
-                "finished_at": now,
+        )
+        # Markdown that is the text (a plain-text page's) is kept once, as the text.
+        as_text = fetched.markdown == fetched.text
+        self.contents.append(
+            {
+                "job_id": lease.id,
+                "version": version,
+                "tenant": lease.tenant,
+                "content": fetched.body,
+                "content_type": fetched.content_type,
+                "text": fetched.text,
+                "markdown": None if as_text else fetched.markdown,
+                "markdown_as_text": as_text,
+                "text_length": len(fetched.text),
+                "text_sha256": fetched.text_sha256,
+                "title": fetched.title,
+                "page_metadata": page,
+                "stored_at": now,
             }
-            gone = decision.reason is DeadReason.GONE
-            self.finished[DeliveryEvent.JOB_GONE if gone else DeliveryEvent.JOB_DEAD].append(
-                outcome.lease.id
-            )
-        if outcome.transition is Transition.HANDED_BACK:
-            self.hand_back.append(values)
-        else:
-            assert decision.failure is not None
-            self.fail.append(values | last_error(decision.failure))
+        )
+        if version > self.versions:
+            self.dropped.append({"job": lease.id, "upto": version - self.versions})
+        event = DeliveryEvent.JOB_CHANGED if outcome.changed else DeliveryEvent.JOB_SUCCEEDED
+        self.finished[event].append(lease.id)
+
+
+def _confirmed(outcome: Confirmed) -> dict[str, Any]:
+    unmodified, previous = outcome.unmodified, outcome.lease.previous
+    etag, last_modified = unmodified.etag, unmodified.last_modified
+    # A 304 may leave its validators out: those it answered to still hold.
+    if unmodified.http_status == 304 and previous is not None:
+        etag = etag or previous.etag
+        last_modified = last_modified or previous.last_modified
+    return {
+        "etag": etag,
+        "last_modified": last_modified,
+        "bytes": unmodified.bytes,
+        "sha256": unmodified.sha256,
+        "refresh_at": outcome.refresh_at,
+    }
+
+
+def _moved_on(
+    fence: dict[str, Any],
+    status: JobStatus,
+    retry_after: datetime | None = None,
+    given_back: int = 0,
+    deferred: int = 0,
+) -> dict[str, Any]:
+    """A move on's values (`FAIL`, `HAND_BACK`): `given_back` 1 gives the attempt back,
+    `deferred` 1 counts a deferral."""
+    return fence | {
+        "given_back": given_back,
+        "deferred": deferred,
+        "retry_after": retry_after,
+        "dead_reason": None,
+        "finished_at": None,
+        "status": status.value,
+    }
+
+
+def _dead(
+    fence: dict[str, Any], now: datetime, reason: DeadReason, given_back: int = 0
+) -> dict[str, Any]:
+    return _moved_on(fence, JobStatus.DEAD, given_back=given_back) | {
+        "dead_reason": reason.value,
+        "finished_at": now,
+    }
 
 
 def extend_leases(conn: sa.Connection, leases: Sequence[Lease], until: datetime) -> set[Lease]:

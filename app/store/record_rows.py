@@ -7,9 +7,21 @@ the remote side, and one a database refuses would fail the whole batch (`storabl
 
 from dataclasses import fields
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
-from app.model import Complete, Confirm, Failure, Outcome, PageMetadata, Reschedule
+from app.model import (
+    Confirmed,
+    Deferred,
+    Died,
+    Expired,
+    Failure,
+    HandedBack,
+    NotKept,
+    Outcome,
+    PageMetadata,
+    Retried,
+    Succeeded,
+)
 from app.text.safe_strings import storable_text
 
 
@@ -54,13 +66,30 @@ def last_error(failure: Failure) -> dict[str, Any]:
 
 def history_row(outcome: Outcome, now: datetime) -> dict[str, Any]:
     """The attempt's row in the history, as it ended."""
-    decision, lease = outcome.decision, outcome.lease
-    failure = None if isinstance(decision, Complete | Confirm) else decision.failure
-    http_status = None
-    if isinstance(decision, Complete):
-        http_status = decision.fetched.http_status
-    elif isinstance(decision, Confirm):
-        http_status = decision.unmodified.http_status
+    lease = outcome.lease
+    failure: Failure | None = None
+    message: str | None = None
+    http_status: int | None = None
+    # Null only when the attempt ended the job: a job due again at once says when (now),
+    # so the dashboard tells a retried attempt from a fatal one by this column alone.
+    next_retry_at: datetime | None = None
+    match outcome:
+        case Succeeded():
+            http_status = outcome.fetched.http_status
+        case Confirmed():
+            http_status = outcome.unmodified.http_status
+        case NotKept():
+            http_status, message = outcome.http_status, outcome.message
+        case Retried() | Deferred():
+            failure, next_retry_at = outcome.failure, outcome.retry_at
+        case Died():
+            failure = outcome.failure
+        case HandedBack():
+            message, next_retry_at = outcome.message, now
+        case Expired():
+            failure, next_retry_at = outcome.failure, None if outcome.dead else now
+        case _:
+            assert_never(outcome)
     return {
         "job_id": lease.id,
         "number": lease.attempt,
@@ -71,11 +100,9 @@ def history_row(outcome: Outcome, now: datetime) -> dict[str, Any]:
         "duration_ms": outcome.duration_ms,
         "outcome": outcome.ended.value,
         "error_type": None if failure is None else failure.type,
-        "message": outcome.message if failure is None else failure.message,
+        "message": message if failure is None else failure.message,
         "http_status": http_status if failure is None else failure.http_status,
-        # Null only when the attempt ended the job: a job due again at once says when (now),
-        # so the dashboard tells a retried attempt from a fatal one by this column alone.
-        "next_retry_at": (decision.retry_at or now) if isinstance(decision, Reschedule) else None,
+        "next_retry_at": next_retry_at,
     }
 
 

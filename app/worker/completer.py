@@ -19,8 +19,23 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import assert_never
 
-from app.model import Complete, DomainPause, DomainSignal, Lease, MarkDead, Outcome, Reschedule
+from app.model import (
+    Confirmed,
+    Deferred,
+    Died,
+    DomainPause,
+    DomainSignal,
+    Expired,
+    Failure,
+    HandedBack,
+    Lease,
+    NotKept,
+    Outcome,
+    Retried,
+    Succeeded,
+)
 from app.observability import events
 from app.rules import policy
 from app.store.outages import database_unavailable, error_wait
@@ -231,7 +246,7 @@ class Completer:
         not held for it), so records at once may together pass the quota by what they
         add (a soft limit, as the pending quota is)."""
         quota = self.batching.storage_quota_bytes
-        storing = sorted({o.lease.tenant for o in outcomes if isinstance(o.decision, Complete)})
+        storing = sorted({o.lease.tenant for o in outcomes if isinstance(o, Succeeded)})
         if not quota or not storing:
             return outcomes
         kept = await self.queue.bytes_kept(storing)
@@ -247,18 +262,28 @@ class Completer:
         """
         pauses: dict[str, DomainPause] = {}
         for outcome in recorded.outcomes:
-            decision = outcome.decision
-            if outcome.domain is not DomainSignal.FAILING or not outcome.transition.failed:
+            failure = _failure(outcome)
+            if outcome.domain is not DomainSignal.FAILING or failure is None:
                 continue
-            assert isinstance(decision, Reschedule | MarkDead) and decision.failure is not None
             domain = outcome.lease.domain
             count = _streak(recorded, domain)
-            pause = policy.domain_pause(decision.failure, count, now, self.retry, self.rand)
+            pause = policy.domain_pause(failure, count, now, self.retry, self.rand)
             if pause is not None and (domain not in pauses or pause.until > pauses[domain].until):
                 pauses[domain] = pause
         for domain, pause in sorted(pauses.items()):
             if await self.queue.pause_domain(domain, pause):
                 events.domain_paused(domain, pause, _streak(recorded, domain))
+
+
+def _failure(outcome: Outcome) -> Failure | None:
+    """The failure an attempt ended with; None for one that did not fail."""
+    match outcome:
+        case Retried() | Deferred() | Died() | Expired():
+            return outcome.failure
+        case Succeeded() | Confirmed() | NotKept() | HandedBack():
+            return None
+        case _:
+            assert_never(outcome)
 
 
 def _streak(recorded: Recorded, domain: str) -> int:

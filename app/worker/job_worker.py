@@ -25,11 +25,27 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import assert_never
 
 from app import __version__
 from app.fetch.fetcher import Fetcher
 from app.fetch.robots_reader import RobotsTxt
-from app.model import Failure, Fetched, Lease, Outcome, Reschedule, Unmodified, WorkerPresence
+from app.model import (
+    Confirmed,
+    Deferred,
+    Died,
+    Expired,
+    Failure,
+    Fetched,
+    HandedBack,
+    Lease,
+    NotKept,
+    Outcome,
+    Retried,
+    Succeeded,
+    Unmodified,
+    WorkerPresence,
+)
 from app.observability import events
 from app.rules import policy, scheduling
 from app.rules.prefetch import FetchTimes, claim_size, prefetch_limit, room_for_a_batch
@@ -43,6 +59,20 @@ log = logging.getLogger("ingest.worker")
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _pending_again(outcome: Outcome) -> bool:
+    """Whether `outcome` left its job pending (a retry, a deferral, a hand-back, a lease
+    taken back with attempts left)."""
+    match outcome:
+        case Retried() | Deferred() | HandedBack():
+            return True
+        case Expired():
+            return not outcome.dead
+        case Succeeded() | Confirmed() | NotKept() | Died():
+            return False
+        case _:
+            assert_never(outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +196,7 @@ class Worker:
             or self.shares.domain_min_interval_seconds
             or self.robots is not None  # a Crawl-delay spaces starts
             or self.shares.tenant_max_in_flight  # a tenant at its quota has a slot again
-            or any(isinstance(outcome.decision, Reschedule) for outcome in outcomes)
+            or any(_pending_again(outcome) for outcome in outcomes)
         ):
             self._held_back = False
             self.notify()
