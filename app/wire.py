@@ -7,7 +7,7 @@ Built from the store's rows (`JobOut.of(job)`); timestamps are ISO-8601 UTC.
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
@@ -140,6 +140,10 @@ class BlockedOut(BaseModel):
 class JobOut(BaseModel):
     id: str
     url: str
+    url_key: str | None = Field(
+        description="The URL as `unique` submits and `GET /jobs?url=` compare it: normalized, "
+        'tracking parameters dropped ("The same URL twice" in the docs).'
+    )
     domain: str
     tenant: str
     status: JobStatus
@@ -181,7 +185,7 @@ class JobOut(BaseModel):
     finished_at: datetime | None
 
     @classmethod
-    def of(cls, job: Job) -> "JobOut":
+    def of(cls, job: Job) -> Self:
         last_error = None
         if job.last_error_kind is not None and job.last_error_at is not None:
             last_error = ErrorOut(
@@ -211,6 +215,7 @@ class JobOut(BaseModel):
         return cls(
             id=job.id,
             url=job.url,
+            url_key=job.url_key,
             domain=job.domain,
             tenant=job.tenant,
             status=JobStatus(job.status),
@@ -236,7 +241,7 @@ class JobOut(BaseModel):
             finished_at=job.finished_at,
         )
 
-    def for_tenant(self) -> "JobOut":
+    def for_tenant(self) -> Self:
         """The job as a tenant's key sees it (`BlockedOut.for_tenant`)."""
         blocked_by = self.blocked_by and self.blocked_by.for_tenant()
         return self.model_copy(update={"blocked_by": blocked_by})

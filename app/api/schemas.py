@@ -26,12 +26,16 @@ from app.api.bodies import (
 from app.fetch.urls import job_url
 from app.model import CallbackContent, ErrorKind
 from app.store.tables import Delivery
+from app.text.safe_strings import storable
 from app.wire import AttemptOut, ErrorOut, JobOut, VersionOut, WorkerOut
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
 REFRESH_EVERY_MAX = 366 * 86_400
 """A year and a day: the longest refresh schedule (a longer one is a typo)."""
+
+MAX_AGE_MAX = 3660 * 86_400
+"""Ten years and then some: the longest `max_age` (the cut-off stays a date)."""
 
 
 class SubmittedUrl(str):
@@ -55,7 +59,7 @@ class SubmittedUrl(str):
 
 
 # Each request body's first example is what Swagger UI fills in for "Try it out" (without
-# one it builds `{"url": "string"}`, a 422); tests/test_api.py submits every one. The URL
+# one it builds `{"url": "string"}`, a 422); tests/api/test_api.py submits every one. The URL
 # alone: pydantic sorts an example's keys, which would put it last.
 class JobIn(BaseModel):
     model_config = ConfigDict(
@@ -92,6 +96,20 @@ class JobIn(BaseModel):
         "version with a `job.changed` callback when the text changed. Omitted: never.",
     )
 
+    unique: bool = Field(
+        False,
+        description="Answer with the tenant's job of the same URL (as its key tells: see "
+        '"The same URL twice" in the docs) that is pending or running, with 200, instead '
+        "of making a new one.",
+    )
+    max_age: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_AGE_MAX,
+        description="Seconds: a job of the same URL that succeeded within them answers too. "
+        "Implies `unique`.",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _text(cls, body: Any) -> Any:
@@ -101,17 +119,27 @@ class JobIn(BaseModel):
     def _content_with_callback(self) -> "JobIn":
         if self.callback_content is not CallbackContent.NONE and self.callback_url is None:
             raise ValueError("callback_content goes with callback_url")
+        if self.max_age is not None and not self.unique:
+            if "unique" in self.model_fields_set:
+                raise ValueError("max_age goes with unique")
+            self.unique = True
         return self
 
     def fingerprint(self) -> str:
         """sha256 of the body as given, to tell "same request again" from "same key, other
-        body". Without `callback_content` when it is `none`, nor `refresh_every` when
-        omitted: the fingerprints of jobs submitted before they existed stay what they were."""
-        unset = set()
+        body". Without the fields that came later when they hold their defaults
+        (`callback_content` none, `refresh_every`, `unique` and `max_age`), nor a batch
+        item's `idempotency_key`: the fingerprints of jobs submitted before they existed
+        stay what they were, and an item's is the fingerprint of the same body sent alone."""
+        unset = {"idempotency_key"}
         if self.callback_content is CallbackContent.NONE:
             unset.add("callback_content")
         if self.refresh_every is None:
             unset.add("refresh_every")
+        if not self.unique:
+            unset.add("unique")
+        if self.max_age is None:
+            unset.add("max_age")
         return hashlib.sha256(self.model_dump_json(exclude=unset).encode()).hexdigest()
 
     @field_validator("metadata", mode="before")
@@ -129,6 +157,25 @@ class JobIn(BaseModel):
             raise ValueError("not_before must fall within the years 1 to 9999 in UTC") from None
 
 
+class BatchJobIn(JobIn):
+    """A job of a batch: a job's body, and the key the Idempotency-Key header gives alone."""
+
+    idempotency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=255,
+        description="As the Idempotency-Key header of `POST /jobs`: the same key again (same "
+        "tenant) is answered by the first job, 409 with another body.",
+    )
+
+    @field_validator("idempotency_key")
+    @classmethod
+    def _storable(cls, key: str | None) -> str | None:
+        if key is not None and not storable(key):
+            raise ValueError("idempotency_key must not contain NUL")
+        return key
+
+
 class BatchIn(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -139,7 +186,7 @@ class BatchIn(BaseModel):
         },
     )
 
-    jobs: list[JobIn] = Field(min_length=1, max_length=1000)
+    jobs: list[BatchJobIn] = Field(min_length=1, max_length=1000)
 
     @model_validator(mode="before")
     @classmethod
@@ -152,8 +199,19 @@ class JobPage(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
 
 
-class JobList(BaseModel):
-    items: list[JobOut]
+class SubmittedJobOut(JobOut):
+    # Required in the schema all the same: the default lets `JobOut.of` build one.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    created: bool = Field(
+        True,
+        description="Made by this batch; false: an earlier job answered (its idempotency "
+        "key's, or for a `unique` job one of its URL).",
+    )
+
+
+class SubmittedList(BaseModel):
+    items: list[SubmittedJobOut] = Field(description="In the order of the batch's jobs.")
 
 
 class AttemptList(BaseModel):

@@ -49,14 +49,32 @@ def submit(
             min=0, metavar="SECONDS", help="With --wait: give up after this long (exit 1)."
         ),
     ] = None,
+    unique: Annotated[
+        bool,
+        typer.Option(
+            "--unique",
+            help="A URL whose tenant has a job of it pending or running (of the same key, as "
+            "POST /jobs with `unique`) is answered by that job, not queued again.",
+        ),
+    ] = False,
+    max_age: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            metavar="SECONDS",
+            help="A job of the URL that succeeded within this long answers too. Implies --unique.",
+        ),
+    ] = None,
     json_lines: JsonFlag = False,
 ) -> None:
     """Queue URLs to fetch; prints each job's id (with --json the job, as POST /jobs answers
-    it). With --wait, then one line per job as it finishes: its status and title or error."""
+    it), the id of the job that answers it with --unique. With --wait, then one line per
+    job as it finishes: its status and title or error."""
     from app.model import NewJob
 
     if timeout is not None and not wait:
         fail("--timeout goes with --wait", code=2)
+    unique = unique or max_age is not None
     runtime = operator_runtime()
     new_jobs = [
         NewJob(
@@ -65,12 +83,17 @@ def submit(
             tenant=tenant,
             max_attempts=runtime.settings.max_attempts,
             priority=priority,
+            unique=unique,
+            max_age=max_age,
         )
         for url in urls
     ]
 
     async def run(runtime: Runtime) -> bool:
-        submitted = await runtime.jobs.submit(new_jobs)
+        if unique:
+            submitted = [answer.job for answer in await runtime.jobs.submit_each(new_jobs)]
+        else:
+            submitted = await runtime.jobs.submit(new_jobs)
         for job in submitted:
             _say(job, json_lines)
         if not wait:

@@ -44,6 +44,8 @@ def refreshed(now: datetime) -> dict[str, Any]:
         "dead_reason": None,
         "finished_at": None,
         "refresh_at": None,
+        # Another job may hold its URL key by now (`JobFields.unique_key`): it holds none.
+        "unique_key": None,
         "updated_at": now,
     }
 

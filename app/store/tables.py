@@ -118,6 +118,10 @@ class JobFields(SQLModel):
     callback_url: str | None = Field(default=None, max_length=2048)
     # What the callback carries of the content (`app.model.CallbackContent`); null: none.
     callback_content: str | None = Field(default=None, max_length=16)
+    unique_key: int | None = Field(default=None, sa_type=sa.BigInteger)
+    """Its URL key's digest (`job_urls.url_hash`) when it was submitted `unique`: while it is
+    pending or running, no other job of its tenant holds the same (`uq_jobs_unique_key`). A
+    retry or a refresh clears it: back in pending, the job may meet one that holds it."""
     idempotency_key: str | None = Field(default=None, max_length=255)
     # sha256 of the submitted body, to tell "same request again" from "same key, other body".
     idempotency_fingerprint: str | None = Field(default=None, max_length=64)
@@ -132,6 +136,9 @@ class Job(JobFields):
     of those per row goes through SQLAlchemy's instrumented attributes, which made reads of
     many jobs slow (docs/design/store.md)."""
 
+    url_key: str | None = None
+    """Its URL's key (`job_urls.url_key`), read with the job; not a column of `jobs`."""
+
     # Not a column: set by the read that loaded the job with its domain's row.
     _blocked_by: Blocked | None = PrivateAttr(default=None)
 
@@ -145,6 +152,12 @@ class Job(JobFields):
         """This job, saying `blocked` is what holds it back (a read's business only)."""
         self._blocked_by = blocked
         return self
+
+
+HOLDS_KEY = (
+    f"unique_key IS NOT NULL AND (status = '{JobStatus.PENDING}' OR status = '{JobStatus.RUNNING}')"
+)
+"""The jobs that hold their URL key against other unique submits (`uq_jobs_unique_key`)."""
 
 
 class JobRow(JobFields, table=True):
@@ -196,6 +209,15 @@ class JobRow(JobFields, table=True):
         # every pending row on each claim.
         sa.Index("ix_jobs_created", "created_at", "id"),
         sa.Index("ix_jobs_domain_created", "domain", "created_at", "id"),
+        # Two unique submits of one URL make one job: the second insert fails on this.
+        sa.Index(
+            "uq_jobs_unique_key",
+            "unique_key",
+            "tenant",
+            unique=True,
+            postgresql_where=sa.text(HOLDS_KEY),
+            sqlite_where=sa.text(HOLDS_KEY),
+        ),
         # Scheduled refreshes coming due, without reading the jobs that never refresh.
         partial_index(
             "ix_jobs_refresh_at",
@@ -205,6 +227,30 @@ class JobRow(JobFields, table=True):
         # GET /jobs?changed_since=T: the jobs whose content changed since T.
         partial_index("ix_jobs_changed", "changed_at", where="changed_at IS NOT NULL"),
     )
+
+
+class JobUrl(SQLModel, table=True):
+    """A job's URL key (`app.rules.url_key`), inserted with the job and never changed: what
+    `GET /jobs?url=` and unique submits look a tenant's jobs up by. A table of its own, not
+    columns of `jobs`: PostgreSQL adds an entry to each full index of a table for every new
+    version of a row, and every claim and record makes one of a job's (see migration 0016)."""
+
+    __tablename__ = "job_urls"
+
+    job_id: str = Field(
+        sa_column=Column(
+            sa.String(36),
+            # A job's id never changes; should an operator's SQL change one, its key follows.
+            sa.ForeignKey("jobs.id", ondelete="CASCADE", onupdate="CASCADE"),
+            primary_key=True,
+        )
+    )
+    tenant: str = Field(max_length=100)
+    url_hash: int = Field(sa_type=sa.BigInteger)
+    """The key's digest (`app.rules.url_key.url_hash`): a key may be too long to index."""
+    url_key: str = Field(sa_column=Column(sa.Text(), nullable=False))
+
+    __table_args__ = (sa.Index("ix_job_urls_key", "url_hash", "tenant"),)
 
 
 # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY (it is 64-bit there).
@@ -448,6 +494,7 @@ class Delivery(SQLModel, table=True):
 # The handles every store module writes its SQL with.
 jobs: sa.Table = JobRow.__table__  # type: ignore[attr-defined]
 attempts: sa.Table = Attempt.__table__  # type: ignore[attr-defined]
+job_urls: sa.Table = JobUrl.__table__  # type: ignore[attr-defined]
 domains: sa.Table = Domain.__table__  # type: ignore[attr-defined]
 tenants: sa.Table = Tenant.__table__  # type: ignore[attr-defined]
 contents: sa.Table = JobContent.__table__  # type: ignore[attr-defined]

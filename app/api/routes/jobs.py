@@ -18,18 +18,22 @@ from app.api.problems import over_quota, requeue_over_quota, responses
 from app.api.schemas import (
     AttemptList,
     BatchIn,
+    BatchJobIn,
     JobIn,
-    JobList,
     JobPage,
     Refreshed,
     Requeued,
+    SubmittedJobOut,
+    SubmittedList,
     SubmittedUrl,
 )
 from app.fetch.guard import BlockedDestination, Destinations
-from app.fetch.urls import domain_of
+from app.fetch.urls import MAX_URL_LENGTH, domain_of, job_url
 from app.model import DEFAULT_TENANT, JobStatus, NewJob
 from app.observability import events
+from app.rules.url_key import url_key
 from app.settings import Settings
+from app.store.jobs.submits import Submitted
 from app.store.tables import Attempt, Job
 from app.wire import AttemptOut, JobOut
 
@@ -62,6 +66,14 @@ def shown(job: Job, caller: Caller) -> JobOut:
     return out if caller.is_admin else out.for_tenant()
 
 
+def _submitted(answer: Submitted, caller: Caller) -> SubmittedJobOut:
+    """`answer`'s job as `caller` may see it (`shown`), and whether the submit made it."""
+    out = SubmittedJobOut.of(answer.job)
+    out = out if caller.is_admin else out.for_tenant()
+    out.created = answer.created
+    return out
+
+
 def shown_attempt(attempt: Attempt, caller: Caller) -> AttemptOut:
     """`attempt` as `caller` may see it (`AttemptOut.for_tenant` for a tenant's key)."""
     out = AttemptOut.of(attempt)
@@ -77,6 +89,8 @@ def _new_job(
     """The job `body` asks for, its URLs checked (`_check`)."""
     if caller.tenant is not None and body.tenant not in (None, caller.tenant):
         raise HTTPException(403, f"this API key submits for tenant {caller.tenant!r} only")
+    if isinstance(body, BatchJobIn) and body.idempotency_key is not None:
+        idempotency_key = body.idempotency_key
     fingerprint = None if idempotency_key is None else body.fingerprint()
     if body.refresh_every is not None and body.refresh_every < settings.refresh_min_seconds:
         raise RequestValidationError(
@@ -103,6 +117,9 @@ def _new_job(
         idempotency_key=idempotency_key,
         fingerprint=fingerprint,
         refresh_every=body.refresh_every,
+        unique=body.unique,
+        max_age=body.max_age,
+        url_key=url_key(body.url.parsed),
     )
 
 
@@ -154,7 +171,11 @@ def _statuses(raw: str | None) -> list[JobStatus]:
     name="submit_job",
     status_code=status.HTTP_201_CREATED,
     responses={
-        200: {"model": JobOut, "description": "Same Idempotency-Key again: the first job"},
+        200: {
+            "model": JobOut,
+            "description": "Same Idempotency-Key again: the first job; `unique` and a job of "
+            "the same URL pending or running (or succeeded within `max_age`): that job",
+        },
         # 400: a body that cannot be read as text (not UTF-8); FastAPI answers it itself.
         **responses(400, 403, 409, 413),
         **over_quota(),
@@ -167,14 +188,16 @@ async def submit_job(
     caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
-    """Queue a URL to fetch."""
+    """Queue a URL to fetch: 201 with the new job, or 200 with the job that answers it (its
+    Idempotency-Key's, or with `unique` one of the same URL)."""
     _check(_urls_of(body, ("body",)), submitting.destinations)
     new = _new_job(body, caller, submitting.settings, idempotency_key)
     submitting.rate.admit(caller.key, 1)
-    if idempotency_key is None:
+    if idempotency_key is None and not new.unique:
         job, created = (await submitting.jobs.submit([new]))[0], True
     else:
-        job, created = await submitting.jobs.submit_once(new)
+        answer = (await submitting.jobs.submit_each([new]))[0]
+        job, created = answer.job, answer.created
     response.headers["Location"] = f"/jobs/{job.id}"
     if created:
         events.jobs_submitted(1)
@@ -187,14 +210,24 @@ async def submit_job(
     "/batch",
     name="submit_batch",
     status_code=status.HTTP_201_CREATED,
-    responses={**responses(400, 403, 413), **over_quota()},
+    responses={
+        200: {
+            "model": SubmittedList,
+            "description": "Every job answered by one made before (`created` false)",
+        },
+        **responses(400, 403, 409, 413),
+        **over_quota(),
+    },
 )
 async def submit_batch(
     body: BatchIn,
+    response: Response,
     submitting: SubmittingDep,
     caller: CallerDep,
-) -> JobList:
-    """Queue 1 to 1,000 URLs at once, all or nothing."""
+) -> SubmittedList:
+    """Queue 1 to 1,000 URLs at once, all or nothing. Each job says whether it was made
+    (`created`) or answered by one made before (its `idempotency_key`'s, or with `unique`
+    one of the same URL, maybe of this very batch); 200 when none was made."""
     _check(
         {
             loc: url
@@ -205,9 +238,15 @@ async def submit_batch(
     )
     new = [_new_job(item, caller, submitting.settings) for item in body.jobs]
     submitting.rate.admit(caller.key, len(new))
-    created = await submitting.jobs.submit(new)
-    events.jobs_submitted(len(created))
-    return JobList(items=[shown(job, caller) for job in created])
+    if any(job.unique or job.idempotency_key is not None for job in new):
+        answers = await submitting.jobs.submit_each(new)
+    else:
+        answers = [Submitted(job, True) for job in await submitting.jobs.submit(new)]
+    made = sum(answer.created for answer in answers)
+    events.jobs_submitted(made)
+    if not made:
+        response.status_code = status.HTTP_200_OK
+    return SubmittedList(items=[_submitted(answer, caller) for answer in answers])
 
 
 @router.get("", name="list_jobs", responses=responses(400))
@@ -226,12 +265,22 @@ async def list_jobs(
             "first success, or a refresh that found the text changed (`changed_at`)."
         ),
     ] = None,
+    url: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_URL_LENGTH,
+            description="Only jobs of this URL: of the same key (`url_key`), so "
+            "`HTTP://Example.com/?utm_source=x` finds the jobs of `http://example.com/`.",
+        ),
+    ] = None,
 ) -> JobPage:
-    """Jobs, newest first, filtered; `GET /jobs?status=dead` lists the dead."""
+    """Jobs, newest first, filtered; `GET /jobs?status=dead` lists the dead, `GET
+    /jobs?url=...` the jobs of a URL."""
     if caller.tenant is not None:
         tenant = caller.tenant
+    key = None if url is None else _key_of_query(url)
     page = await jobs.list(
-        _statuses(status_filter), domain, tenant, limit, cursor, _in_utc(changed_since)
+        _statuses(status_filter), domain, tenant, limit, cursor, _in_utc(changed_since), key
     )
     return JobPage(items=[shown(job, caller) for job in page.items], next_cursor=page.next_cursor)
 
@@ -281,6 +330,16 @@ async def refresh_jobs(
         tenant = caller.tenant
     done = await jobs.refresh_all(domain, tenant, _in_utc(finished_before))
     return Refreshed(refreshed=done.requeued, left_over_quota=done.left_over_quota)
+
+
+def _key_of_query(url: str) -> str:
+    """The key of a URL a query gave (`app.rules.url_key`); 422 for one a submit refuses."""
+    try:
+        return url_key(job_url(url))
+    except ValueError as exc:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("query", "url"), "input": url, "msg": str(exc)}]
+        ) from None
 
 
 def _in_utc(moment: datetime | None) -> datetime | None:

@@ -1,10 +1,11 @@
 """The operators' side of the store: submit, read, list, search, retry, cancel, delete, count.
 
 `JobStore` is the one handle the HTTP API, the dashboard and the CLI use, so all see and
-change jobs the same way. It is composed of two halves: `reads.JobReads` (never changes a
-row) and `commands.JobCommands` (the verbs, guarded on the status they expect). What they
-refuse with is in `errors`, the page cursor in `cursor`, a job's row in `rows`, the shared
-parts of their statements in `queries`. The worker's side (claim, record) is not here:
+change jobs the same way. It is composed of three layers: `reads.JobReads` (never changes a
+row), `submits.JobSubmits` (new jobs, or the jobs that answer them) and
+`commands.JobCommands` (the verbs, guarded on the status they expect). What they refuse
+with is in `errors`, the page cursor in `cursor`, a job's row in `rows`, the shared parts
+of their statements in `queries`. The worker's side (claim, record) is not here:
 `app.store.queue`.
 """
 

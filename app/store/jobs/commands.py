@@ -1,4 +1,5 @@
-"""The operators' verbs on jobs: submit, retry, refresh, cancel, delete, one or in bulk.
+"""The operators' verbs on jobs: retry, refresh, cancel, delete, one or in bulk (submits:
+`app.store.jobs.submits`).
 
 Each change is guarded on the status it expects (`WHERE id = ... AND status = ...`), so a
 job that moved meanwhile is a `StateConflict`, not a corruption; work made due wakes the
@@ -12,86 +13,20 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 
-from app.model import FINISHED, JobStatus, NewJob
-from app.rules.scheduling import waiting_for
-from app.store.backends.writes import NewRows
-from app.store.jobs.errors import IdempotencyConflict, JobNotFound, StateConflict
+from app.model import FINISHED, JobStatus
+from app.store.jobs.errors import JobNotFound, StateConflict
 from app.store.jobs.queries import _of, _storable
-from app.store.jobs.reads import JobReads
-from app.store.jobs.rows import _fresh_budget, _row, _submitted
-from app.store.quotas import QuotaExceeded, Requeue, check_room, pending_count, requeue
+from app.store.jobs.rows import _fresh_budget
+from app.store.jobs.submits import JobSubmits
+from app.store.quotas import Requeue, check_room, requeue
 from app.store.refreshes import REFRESHABLE, refreshed
-from app.store.tables import Job, domains, is_job_id, jobs, new_domain, status_is, tenants
+from app.store.tables import Job, is_job_id, jobs, status_is
 
 
-class JobCommands(JobReads):
-    """The verbs of `JobStore`; they read the jobs they change through `JobReads`."""
-
-    on_submit: Callable[[int | None], None]
-    max_pending: int
-
-    async def submit(self, new_jobs: Sequence[NewJob]) -> list[Job]:
-        """Insert jobs, all or nothing, and wake the workers. QuotaExceeded, nothing stored,
-        if they would give a tenant more pending jobs than `max_pending`."""
-        if self.max_pending:
-            await self._within_quota(new_jobs)
-        now = self.clock()
-        rows = [_row(new, now) for new in new_jobs]
-        new_domains = [new_domain(d) for d in sorted({r["domain"] for r in rows})]
-        new_tenants = [{"tenant": t} for t in sorted({r["tenant"] for r in rows})]
-
-        top = max(row["priority"] for row in rows)
-        await self.db.insert_and_wake(
-            [
-                NewRows(jobs, rows),
-                NewRows(domains, new_domains, skip_existing=True),
-                NewRows(tenants, new_tenants, skip_existing=True),
-            ],
-            top,
-        )
-        self.on_submit(top)
-        # Not read back: a new job says it is not due yet, never what its domain does.
-        return [
-            _submitted(row).held_back_by(waiting_for(row["retry_after"], None, now, None))
-            for row in rows
-        ]
-
-    async def _within_quota(self, new_jobs: Sequence[NewJob]) -> None:
-        """QuotaExceeded unless each tenant's pending jobs and these stay within
-        `max_pending`. Counted before the insert, not in its transaction: submits that race
-        may pass the limit by what they add together (a soft limit, as a rate limit is)."""
-        adding: dict[str, int] = {}
-        for new in new_jobs:
-            adding[new.tenant] = adding.get(new.tenant, 0) + 1
-        async with self.db.read() as conn:
-            for tenant, count in sorted(adding.items()):
-                pending = pending_count(tenant, self.max_pending)
-                already = (await conn.execute(pending)).scalar_one()
-                if already + count > self.max_pending:
-                    raise QuotaExceeded(tenant, already, count, self.max_pending)
-
-    async def submit_once(self, new: NewJob) -> tuple[Job, bool]:
-        """Submit under an idempotency key: the same key and body again returns the first job.
-
-        Returns (job, created). Raises IdempotencyConflict for the same key with another body.
-        """
-        assert new.idempotency_key is not None
-        existing = await self._by_key(new.tenant, new.idempotency_key)
-        if existing is None:
-            try:
-                return (await self.submit([new]))[0], True
-            except IntegrityError:
-                # A concurrent request with the same key won the insert.
-                existing = await self._by_key(new.tenant, new.idempotency_key)
-                if existing is None:
-                    raise
-        if existing.idempotency_fingerprint != new.fingerprint:
-            raise IdempotencyConflict(
-                f"Idempotency-Key {new.idempotency_key!r} was used with a different request"
-            )
-        return existing, False
+class JobCommands(JobSubmits):
+    """The verbs of `JobStore` (its submits: `JobSubmits`); they read the jobs they change
+    through `JobReads`."""
 
     async def retry(self, job_id: str, tenant: str | None = None) -> Job:
         """Dead or cancelled: pending with a fresh budget (QuotaExceeded, nothing changed, if

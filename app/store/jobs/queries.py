@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from app.model import JobStatus
-from app.store.tables import attempts, domains, jobs, status_is, tenants
+from app.rules.url_key import url_hash
+from app.store.tables import attempts, domains, job_urls, jobs, status_is, tenants
 from app.text.safe_strings import storable
 
 AnySelect = TypeVar("AnySelect", bound=sa.Select[*tuple[Any, ...]])
@@ -24,13 +25,20 @@ _DOMAIN_STATE = (
 
 
 def _shown() -> sa.Select[Any]:
-    """Jobs with their domain's and their tenant's state: outer joins on the rows' primary
-    keys."""
-    return sa.select(jobs, *_DOMAIN_STATE).select_from(
-        jobs.outerjoin(domains, domains.c.domain == jobs.c.domain).outerjoin(
-            tenants, tenants.c.tenant == jobs.c.tenant
-        )
+    """Jobs with their URL's key and their domain's and tenant's state: outer joins on the
+    rows' primary keys."""
+    return sa.select(jobs, job_urls.c.url_key, *_DOMAIN_STATE).select_from(
+        jobs.outerjoin(job_urls, job_urls.c.job_id == jobs.c.id)
+        .outerjoin(domains, domains.c.domain == jobs.c.domain)
+        .outerjoin(tenants, tenants.c.tenant == jobs.c.tenant)
     )
+
+
+def _of_url(stmt: AnySelect, key: str, tenant: str | None) -> AnySelect:
+    """`stmt` (a `_shown()` query) of the jobs whose URL's key is `key` (of `tenant`, when
+    given), found through `ix_job_urls_key`."""
+    stmt = stmt.where(job_urls.c.url_hash == url_hash(key), job_urls.c.url_key == key)
+    return stmt if tenant is None else stmt.where(job_urls.c.tenant == tenant)
 
 
 def _history(job_id: str) -> sa.CompoundSelect[Any]:

@@ -24,6 +24,7 @@ from app.store.jobs.queries import (
     _DOMAIN_STATE,
     _filtered,
     _history,
+    _of_url,
     _shown,
     _starts_an_id,
     _storable,
@@ -158,14 +159,18 @@ class JobReads:
         limit: int = 50,
         cursor: str | None = None,
         changed_since: datetime | None = None,
+        url_key: str | None = None,
     ) -> Page:
         """Newest first, `limit` at a time; pass `next_cursor` back for the next page. With
         `changed_since`, only jobs that stored a content version (a first success, or a
-        refresh that found a change) at or after it."""
+        refresh that found a change) at or after it; with `url_key`, only the jobs of URLs
+        of that key (`app.rules.url_key`)."""
         after = decode_cursor(cursor) if cursor else None
         if not _storable(domain, tenant):
             return Page([], None)
         stmt = _shown().order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit + 1)
+        if url_key is not None:
+            stmt = _of_url(stmt, url_key, tenant or None)
         if statuses:
             stmt = stmt.where(sa.or_(*(status_is(s) for s in statuses)))
         if changed_since is not None:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from app.model import CallbackContent, JobStatus, NewJob
+from app.rules.url_key import url_hash, url_key
 from app.store.tables import Job, new_job_id
 from app.text.safe_strings import shown
 
@@ -30,17 +31,29 @@ _UNSET_JOB = Job.model_construct(**_REQUIRED)
 `_submitted` copies."""
 
 
-def _submitted(row: dict[str, Any]) -> Job:
+def _submitted(row: dict[str, Any], url_key: str) -> Job:
     """`_job(row)` for a row a submit inserted, the same job built for less: a copy of
     `_UNSET_JOB` with the row's values, not `model_construct` walking every field and
     default (docs/design/store.md)."""
     values = dict(row)
     values["meta"] = shown(values.pop("metadata"))
+    values["url_key"] = url_key
     return _UNSET_JOB.model_copy(update=values)
 
 
-def _row(new: NewJob, now: datetime) -> dict[str, Any]:
-    """The row of a job `new` asks for, submitted at `now`."""
+def _key_of(new: NewJob) -> str:
+    """The key of the job's URL: as the caller made it, or made now."""
+    return new.url_key if new.url_key is not None else url_key(new.url)
+
+
+def _url_row(row: dict[str, Any], key: str) -> dict[str, Any]:
+    """The `job_urls` row of the job inserted as `row`, its URL's key `key`."""
+    return {"job_id": row["id"], "tenant": row["tenant"], "url_hash": url_hash(key), "url_key": key}
+
+
+def _row(new: NewJob, now: datetime, unique_key: int | None = None) -> dict[str, Any]:
+    """The row of a job `new` asks for, submitted at `now`; `unique_key`: the digest of its
+    URL's key if it holds it (`JobFields.unique_key`)."""
     return {
         "id": new_job_id(),
         "url": new.url,
@@ -58,6 +71,7 @@ def _row(new: NewJob, now: datetime) -> dict[str, Any]:
         "callback_content": (
             None if new.callback_content is CallbackContent.NONE else new.callback_content.value
         ),
+        "unique_key": unique_key,
         "idempotency_key": new.idempotency_key,
         "idempotency_fingerprint": new.fingerprint,
         "refresh_every": new.refresh_every,
@@ -67,6 +81,8 @@ def _row(new: NewJob, now: datetime) -> dict[str, Any]:
 
 
 def _fresh_budget(now: datetime) -> dict[str, Any]:
+    """A retried job's values: pending, a fresh budget; its URL key no longer held, for
+    another job may hold it by now (`JobFields.unique_key`)."""
     return {
         "status": JobStatus.PENDING,
         "attempts": 0,
@@ -74,5 +90,6 @@ def _fresh_budget(now: datetime) -> dict[str, Any]:
         "retry_after": None,
         "dead_reason": None,
         "finished_at": None,
+        "unique_key": None,
         "updated_at": now,
     }

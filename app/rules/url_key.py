@@ -1,0 +1,154 @@
+"""A URL's key: what two submits of the same page share (`POST /jobs` with `unique`,
+`GET /jobs?url=`), as Scrapy's request fingerprint and Crawlee's uniqueKey are.
+
+Pure: a URL in, its key out; no I/O. httpx parses (lower-case scheme and host, the host in
+IDNA, the scheme's default port dropped); the rest is here: fragment dropped, tracking
+parameters dropped (`TRACKING`), the query's pairs sorted by name, percent-encoding
+normalized (hex upper case, unreserved characters decoded), dot segments removed, an empty
+query dropped. Nothing that can name another page is touched: path case, trailing
+slashes, `+`, reserved characters escaped or not, parameters outside `TRACKING`.
+The rules are listed for users in docs/api.md ("The same URL twice"); a change to them
+must come with a migration that computes the stored keys again (as 0018 first did).
+"""
+
+import hashlib
+import re
+
+import httpx
+
+TRACKING_PREFIXES = ("utm_", "mtm_")
+"""Query parameters named so (in any case) are dropped: Google Analytics' and Matomo's
+campaign tags."""
+
+TRACKING = frozenset(
+    {
+        # Click ids: Google, Meta, Microsoft, X, TikTok, Yandex, LinkedIn.
+        "gclid",
+        "gclsrc",
+        "dclid",
+        "gbraid",
+        "wbraid",
+        "gad_source",
+        "srsltid",
+        "fbclid",
+        "igshid",
+        "msclkid",
+        "twclid",
+        "ttclid",
+        "yclid",
+        "ysclid",
+        "li_fat_id",
+        # Google Analytics' cross-domain linker.
+        "_ga",
+        "_gl",
+        # Mail and marketing tools: Mailchimp, HubSpot, Marketo, Olytics, Vero, Matomo (Piwik).
+        "mc_cid",
+        "mc_eid",
+        "_hsenc",
+        "_hsmi",
+        "__hssc",
+        "__hstc",
+        "__hsfp",
+        "hsctatracking",
+        "mkt_tok",
+        "oly_anon_id",
+        "oly_enc_id",
+        "vero_id",
+        "vero_conv",
+        "pk_campaign",
+        "pk_kwd",
+        "pk_keyword",
+        "pk_source",
+        "pk_medium",
+        "pk_content",
+        "pk_cid",
+    }
+)
+"""Query parameters dropped by name (in any case). Only names that track and select
+nothing: a wider rule (courlan's drops `ref`, `source`, `session` and blank values) would
+give two pages one key, and a unique submit of one the other's job."""
+
+_TRACKING = frozenset(name.encode() for name in TRACKING)
+_TRACKING_PREFIXES = tuple(prefix.encode() for prefix in TRACKING_PREFIXES)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def url_key(url: str | httpx.URL) -> str:
+    """The key of `url` (a URL string, or one httpx parsed). ValueError if httpx cannot
+    parse it; the API checks a URL before (`app.fetch.urls.job_url`)."""
+    if not isinstance(url, httpx.URL):
+        try:
+            url = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"not a valid URL: {exc}") from None
+    host = url.raw_host.decode("ascii")
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    userinfo = _escapes(url.userinfo).decode("ascii")
+    authority = f"{userinfo}@{host}" if userinfo else host
+    # httpx drops a default port only when the scheme is written in lower case.
+    if url.port is not None and _DEFAULT_PORTS.get(url.scheme) != url.port:
+        authority += f":{url.port}"
+    path = url.raw_path.split(b"?", 1)[0]
+    key = f"{url.scheme}://{authority}{_dot_segments_removed(_escapes(path)).decode('ascii')}"
+    query = _query(url.query)
+    return f"{key}?{query}" if query else key
+
+
+def url_hash(key: str) -> int:
+    """The key's first 64 bits of sha256, signed (a BIGINT of either database): what the
+    indexes hold, for a key may be longer than an index entry can be."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+
+
+def _escapes(raw: bytes) -> bytes:
+    """`raw` with each %XX in upper case, and decoded where it is an unreserved character."""
+
+    def one(match: re.Match[bytes]) -> bytes:
+        byte = int(match[1], 16)
+        return bytes([byte]) if byte in _UNRESERVED else b"%" + match[1].upper()
+
+    return _ESCAPE.sub(one, raw) if b"%" in raw else raw
+
+
+def _query(raw: bytes) -> str:
+    """The query's pairs with the tracking ones and empty ones dropped, escapes normalized,
+    sorted by name (the values of one name keep their order)."""
+    pairs = []
+    for pair in raw.split(b"&"):
+        if not pair:
+            continue
+        pair = _escapes(pair)
+        name = pair.split(b"=", 1)[0]
+        if not _tracks(name):
+            pairs.append((name, pair))
+    pairs.sort(key=lambda named: named[0])
+    return b"&".join(pair for _, pair in pairs).decode("ascii")
+
+
+def _tracks(name: bytes) -> bool:
+    if b"%" in name:
+        name = _ESCAPE.sub(lambda match: bytes([int(match[1], 16)]), name)
+    lowered = name.lower()  # ASCII only: every tracking name is
+    return lowered in _TRACKING or lowered.startswith(_TRACKING_PREFIXES)
+
+
+def _dot_segments_removed(path: bytes) -> bytes:
+    """RFC 3986's remove_dot_segments (5.2.4) on an absolute path: httpx removes the `.` and
+    `..` it is given, not those an escape decoded here makes (`%2E%2E`)."""
+    if b"." not in path:
+        return path
+    segments = path.split(b"/")[1:]
+    kept: list[bytes] = []
+    for segment in segments:
+        if segment == b"..":
+            if kept:
+                kept.pop()
+        elif segment != b".":
+            kept.append(segment)
+    # A path ending in a dot segment ends in a slash: "/a/b/.." is "/a/".
+    if segments[-1] in (b".", b".."):
+        kept.append(b"")
+    return b"/" + b"/".join(kept)
