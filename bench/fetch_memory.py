@@ -14,9 +14,9 @@ import time
 from app.fetch.fetcher import Fetcher
 from app.part_settings import PartSettings, destinations_of
 from app.settings import Settings
+from tests.fetch.test_hostile import MiB, PeakRSS
 from tests.support.hostile import HostileServer
 from tests.support.webserver import Reply, ScriptedServer
-from tests.test_hostile import MiB, PeakRSS
 
 PAGES = {
     "ordinary": b"<html><body>"

@@ -3,7 +3,7 @@ lifespan put on `app.state`.
 
 Every dependency is `async def` though none awaits: FastAPI runs a plain `def` in its
 thread pool, and each of those hops to another thread and back waited for the interpreter
-lock while the worker drained on a thread of this process (tests/unit/test_routes_on_the_loop.py).
+lock while the worker drained on a thread of this process (tests/api/test_routes_on_the_loop.py).
 """
 
 from dataclasses import dataclass

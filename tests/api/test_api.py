@@ -52,6 +52,7 @@ async def test_submit_returns_the_pending_job(client):
     assert f"/jobs/{job['id']}" == response.headers["location"]
     assert {
         "url": "http://Example.TEST:8080/x",
+        "url_key": "http://example.test:8080/x",
         "domain": "example.test:8080",
         "tenant": "default",
         "status": "pending",

@@ -31,7 +31,7 @@ from app.settings import Settings
 from tests.conftest import running_app
 
 ADMIN_KEY = "f" * 32
-OPENAPI = Path(__file__).parent.parent / "openapi.yaml"
+OPENAPI = Path(__file__).parents[2] / "openapi.yaml"
 EXAMPLES_PER_OPERATION = 20
 
 schema = schemathesis.openapi.from_path(OPENAPI)

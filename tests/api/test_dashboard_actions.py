@@ -11,12 +11,12 @@ from html import unescape
 from app.clock import utc_now
 from app.model import DeadReason, DomainPause, ErrorKind, Failure, MarkDead, NewJob
 from app.runtime import Runtime
+from tests.api.test_dashboard import PAUSED_DOMAIN, banner, seed
 from tests.conftest import eventually, running_app, wait_for_status
 from tests.support.activity import DOMAINS, GONE, LIVE, STOPPED, seed_activity
 from tests.support.outcomes import failed
 from tests.support.stores import queue_on
 from tests.support.webserver import Reply, ScriptedServer
-from tests.test_dashboard import PAUSED_DOMAIN, banner, seed
 
 
 async def dead_job(runtime: Runtime, domain: str) -> str:

@@ -31,9 +31,9 @@ from app.api.app import create_app
 from app.clock import utc_now
 from app.settings import Settings
 from app.store.database import Database
+from tests.api.test_dashboard import PAUSED_DOMAIN, Seeded, seed
 from tests.support.activity import LIVE, Activity, seed_activity
 from tests.support.webserver import Reply, ScriptedServer
-from tests.test_dashboard import PAUSED_DOMAIN, Seeded, seed
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ import uuid
 
 from app.observability.events import JsonFormatter
 from tests.conftest import running_app
-from tests.test_metrics import parse
+from tests.observability.test_metrics import parse
 
 
 async def test_requests_are_labelled_by_route_template(make_settings):

@@ -18,7 +18,7 @@ from app.api.app import create_app
 from app.cli import cli
 from app.settings import Settings
 from tests.conftest import eventually, running_app
-from tests.test_hostile import MiB, PeakRSS
+from tests.fetch.test_hostile import MiB, PeakRSS
 
 URL = "http://example.test/page"
 KEY = "k" * 20

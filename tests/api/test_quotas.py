@@ -11,10 +11,10 @@ from app.model import DeadReason, ErrorKind, Failure, JobStatus, Lease, MarkDead
 from app.store.jobs import JobStore
 from app.store.queue import Queue
 from app.store.quotas import Requeue
+from tests.api.test_dashboard import banner
 from tests.conftest import running_app, submit, wait_for_status
 from tests.support.outcomes import failed, succeeded
 from tests.support.stores import NOW, RESULT, new, queue_on
-from tests.test_dashboard import banner
 
 TENANT_KEYS = {"a" * 16: "shop", "b" * 16: "news"}
 

@@ -13,10 +13,10 @@ from app.rules.url_key import url_key
 from app.store.jobs import JobStore
 from app.store.maintenance import MaintenanceStore
 from app.store.tables import jobs as job_rows
+from tests.cli.test_cli import ingest, json_lines
 from tests.conftest import running_app
 from tests.support.outcomes import record, succeeded
 from tests.support.stores import NOW, RESULT, new, open_stores, queue_on
-from tests.test_cli import ingest, json_lines
 
 URL = "http://example.test/page?id=1"
 SAME = "HTTP://Example.TEST:80/page?utm_source=mail&id=1#top"

@@ -173,8 +173,10 @@ def test_show_says_what_holds_a_pending_job_back(made):
     and why (the list says it too, shorter)."""
     result = ingest("jobs", "show", made["waiting"]["id"])
     assert 0 == result.exit_code, result.output
+    # A time of another day (a pause past midnight) is shown with its date.
     assert re.search(
-        r"^blocked by\s+domain_paused until \d\d:\d\d:\d\d \(in \d+m\d\ds\): HTTP 503",
+        r"^blocked by\s+domain_paused until (\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d \(in \d+m\d\ds\): "
+        r"HTTP 503",
         result.stdout,
         re.M,
     ), result.stdout

@@ -9,12 +9,12 @@ import pytest
 from app.model import NewJob
 from app.store.database import Database
 from app.store.jobs import JobStore
+from tests.api.test_pages import fetched
+from tests.cli.test_cli import ingest, json_lines, one_line_error
 from tests.support.outcomes import succeeded
 from tests.support.processes import READY, worker_process
 from tests.support.stores import queue_on
 from tests.support.webserver import Reply
-from tests.test_cli import ingest, json_lines, one_line_error
-from tests.test_pages import fetched
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

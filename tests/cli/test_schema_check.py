@@ -25,8 +25,8 @@ from app.store.database import (
     alembic_config,
     upgrade_to_head,
 )
+from tests.cli.test_cli import one_line_error
 from tests.conftest import PG_URL, REQUIRE_PG
-from tests.test_cli import one_line_error
 
 MIGRATED = [path.stem for path in sorted((MIGRATIONS / "versions").glob("[0-9]*.py"))]
 HEAD = MIGRATED[-1]
@@ -375,3 +375,50 @@ def test_bytes_kept_are_counted_from_migration_0017(blank_url):
     assert [("default", 2 * one)] == _read(blank_url, BYTES_KEPT)
     _write(blank_url, ("DELETE FROM jobs", {}))
     assert [("default", 0)] == _read(blank_url, BYTES_KEPT)
+
+
+URL_JOB = """INSERT INTO jobs (id, url, domain, tenant, status, priority, attempts, max_attempts,
+deferrals, created_at, updated_at) VALUES (:id, :url, 'a.test', :tenant, 'pending', 0, 0, 4, 0,
+'2026-12-01 10:00:00', '2026-12-01 10:00:00')"""
+HELD = "UPDATE jobs SET unique_key = 7"
+
+
+def test_url_keys_are_made_for_jobs_stored_before_migration_0018(blank_url):
+    """Migration 0018: each job stored before gets its URL's key (more than a batch of them,
+    of several tenants); from then on two jobs of a tenant that hold one key cannot both be
+    pending, of two tenants they can; back at 0017 the keys go, the jobs stay."""
+    config = alembic_config(blank_url)
+    command.upgrade(config, "0017")
+    ids = [str(uuid.uuid4()) for _ in range(2500)]
+    _write(
+        blank_url,
+        *(
+            (
+                URL_JOB,
+                {
+                    "id": job_id,
+                    "url": f"HTTP://A.test:80/{i}?utm_source=x#f",
+                    "tenant": f"t{i % 2}",
+                },
+            )
+            for i, job_id in enumerate(ids)
+        ),
+    )
+    command.upgrade(config, "0018")
+    keys = dict(_read(blank_url, "SELECT job_id, url_key FROM job_urls"))
+    assert {job_id: f"http://a.test/{i}" for i, job_id in enumerate(ids)} == keys
+    tenants = _read(
+        blank_url,
+        "SELECT count(*) FROM job_urls JOIN jobs ON jobs.id = job_id"
+        " WHERE job_urls.tenant = jobs.tenant",
+    )
+    assert [(2500,)] == tenants
+    _write(
+        blank_url,
+        (HELD + " WHERE id = :id", {"id": ids[0]}),
+        (HELD + " WHERE id = :id", {"id": ids[1]}),
+    )
+    with pytest.raises(sa.exc.IntegrityError):
+        _write(blank_url, (HELD + " WHERE id = :id", {"id": ids[2]}))
+    command.downgrade(config, "0017")
+    assert [(2500,)] == _read(blank_url, "SELECT count(*) FROM jobs")

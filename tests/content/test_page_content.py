@@ -8,7 +8,7 @@ from tests.conftest import running_app, wait_for_status
 from tests.support import pdfs
 from tests.support.webserver import Reply
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 async def fetched(make_settings, web, *replies: tuple[str, Reply]) -> list[dict[str, Any]]:

@@ -15,8 +15,8 @@ from app.fetch.fetcher import Fetcher
 from app.fetch.pool import ExtractionPool, ExtractionTimeout, PoolSettings
 from app.fetch.robots_reader import RobotsTxt
 from app.rules.robots import MAX_WILDCARD_RULES, Cut
+from tests.fetch.test_robots_txt import FETCHING, ROBOTS, Clock, text
 from tests.support.hostile import wildcard_robots_txt
-from tests.unit.test_robots_txt import FETCHING, ROBOTS, Clock, text
 
 
 def pool(processes: int = 1, timeout: float = 30.0) -> ExtractionPool:

@@ -9,7 +9,7 @@ import httpx
 
 from app.observability.metrics import MAX_CONNECTIONS
 from tests.conftest import eventually
-from tests.test_metrics import free_port, worker_process
+from tests.observability.test_metrics import free_port, worker_process
 
 TENANT_KEY, ADMIN_KEY = "t" * 20, "a" * 20
 

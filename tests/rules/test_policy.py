@@ -13,19 +13,23 @@ import pytest
 from app.fetch.fetcher import FetchTimeout
 from app.model import (
     AttemptOutcome,
-    Complete,
-    Confirm,
+    Confirmed,
     DeadReason,
+    Deferred,
+    Died,
     DomainPause,
     DomainSignal,
     ErrorKind,
+    Expired,
     Failure,
     Fetched,
+    HandedBack,
     Lease,
     MarkDead,
     Previous,
     Reschedule,
-    Transition,
+    Retried,
+    Succeeded,
     Unmodified,
 )
 from app.rules.policy import (
@@ -503,14 +507,19 @@ def test_an_attempt_that_could_not_be_settled_is_dead_and_fatal() -> None:
     exc = ValueError("could not convert string to float: '²'")
     outcome = unsettled(lease, exc, 12)
     failure = Failure(FATAL, "ValueError", "could not convert string to float: '²'")
-    assert (MarkDead(DeadReason.FATAL, failure), AttemptOutcome.FATAL, 12, DomainSignal.SILENT) == (
-        outcome.decision,
+    assert isinstance(outcome, Died)
+    assert (
+        (DeadReason.FATAL, failure, True),
+        AttemptOutcome.FATAL,
+        12,
+        DomainSignal.SILENT,
+    ) == (
+        (outcome.reason, outcome.failure, outcome.spends_attempt),
         outcome.ended,
         outcome.duration_ms,
         outcome.domain,
     )
-    assert isinstance(outcome.decision, MarkDead) and outcome.decision.failure is not None
-    assert exc is outcome.decision.failure.unexpected
+    assert exc is outcome.failure.unexpected
 
 
 # ---- refreshes ------------------------------------------------------------------------------
@@ -563,11 +572,12 @@ def test_a_new_text_completes_the_job(previous, text_sha256, changed) -> None:
     only the refresh is a change (`job.changed`)."""
     result = fetched(text_sha256)
     outcome = settle(refresh_lease(previous), result, 5, NOW, rules())
-    assert (Complete(result, None, changed), AttemptOutcome.SUCCEEDED, DomainSignal.ANSWERED) == (
-        outcome.decision,
-        outcome.ended,
-        outcome.domain,
-    )
+    assert isinstance(outcome, Succeeded)
+    assert (
+        (result, None, changed),
+        AttemptOutcome.SUCCEEDED,
+        DomainSignal.ANSWERED,
+    ) == ((outcome.fetched, outcome.refresh_at, outcome.changed), outcome.ended, outcome.domain)
 
 
 def test_a_refresh_whose_text_hashes_the_same_is_unchanged() -> None:
@@ -575,14 +585,19 @@ def test_a_refresh_whose_text_hashes_the_same_is_unchanged() -> None:
     and its body's size and hash."""
     outcome = settle(refresh_lease(PREVIOUS), fetched("text-hash"), 5, NOW, rules())
     unmodified = Unmodified(AttemptOutcome.UNCHANGED, 200, '"f"', None, 10, "other-body")
-    assert (Confirm(unmodified), AttemptOutcome.UNCHANGED) == (outcome.decision, outcome.ended)
+    assert isinstance(outcome, Confirmed)
+    assert ((unmodified, None), AttemptOutcome.UNCHANGED) == (
+        (outcome.unmodified, outcome.refresh_at),
+        outcome.ended,
+    )
 
 
 def test_a_304_confirms_the_content() -> None:
     unmodified = Unmodified(AttemptOutcome.NOT_MODIFIED, 304, None, None)
     outcome = settle(refresh_lease(PREVIOUS, 60), unmodified, 5, NOW, rules())
-    assert (Confirm(unmodified, NOW + timedelta(seconds=60)), AttemptOutcome.NOT_MODIFIED) == (
-        outcome.decision,
+    assert isinstance(outcome, Confirmed)
+    assert ((unmodified, NOW + timedelta(seconds=60)), AttemptOutcome.NOT_MODIFIED) == (
+        (outcome.unmodified, outcome.refresh_at),
         outcome.ended,
     )
 
@@ -592,8 +607,8 @@ def test_a_success_schedules_the_next_refresh(refresh_every) -> None:
     """`refresh_every` seconds after the success; never without one."""
     outcome = settle(refresh_lease(None, refresh_every), fetched("h"), 5, NOW, rules())
     expected = None if refresh_every is None else NOW + timedelta(seconds=refresh_every)
-    assert isinstance(outcome.decision, Complete | Confirm)
-    assert expected == outcome.decision.refresh_at
+    assert isinstance(outcome, Succeeded | Confirmed)
+    assert expected == outcome.refresh_at
 
 
 @pytest.mark.parametrize("status", [404, 410])
@@ -684,32 +699,32 @@ def _answer(status: int, kind: ErrorKind) -> Failure:
 @pytest.mark.parametrize(
     ("make", "transition"),
     [
-        (lambda: settle(_lease_at(1), fetched("h"), 5, NOW, rules()), Transition.SUCCEEDED),
+        (lambda: settle(_lease_at(1), fetched("h"), 5, NOW, rules()), Succeeded),
         (
             lambda: settle(_lease_at(1, PREVIOUS), fetched("text-hash"), 5, NOW, rules()),
-            Transition.CONFIRMED,
+            Confirmed,
         ),
         (
             lambda: settle(_lease_at(1), _answer(500, TRANSIENT), 5, NOW, rules()),
-            Transition.RETRY_SCHEDULED,
+            Retried,
         ),
         (
             lambda: settle(_lease_at(1), _answer(429, RATE_LIMITED), 5, NOW, rules()),
-            Transition.DEFERRED,
+            Deferred,
         ),
         (
             lambda: settle(_lease_at(3), _answer(500, TRANSIENT), 5, NOW, rules()),
-            Transition.DEAD,
+            Died,
         ),
         (
             lambda: settle(_lease_at(1), _answer(404, FATAL), 5, NOW, rules()),
-            Transition.DEAD,
+            Died,
         ),
-        (lambda: unsettled(_lease_at(1), ValueError("x"), 5), Transition.DEAD),
-        (lambda: expired(_lease_at(1), NOW), Transition.LEASE_EXPIRED),
-        (lambda: expired(_lease_at(3), NOW), Transition.LEASE_EXPIRED),
-        (lambda: handed_back(_lease_at(1), NOW), Transition.HANDED_BACK),
-        (lambda: yielded(_lease_at(1), NOW), Transition.HANDED_BACK),
+        (lambda: unsettled(_lease_at(1), ValueError("x"), 5), Died),
+        (lambda: expired(_lease_at(1), NOW), Expired),
+        (lambda: expired(_lease_at(3), NOW), Expired),
+        (lambda: handed_back(_lease_at(1), NOW), HandedBack),
+        (lambda: yielded(_lease_at(1), NOW), HandedBack),
     ],
     ids=[
         "success",
@@ -727,7 +742,6 @@ def _answer(status: int, kind: ErrorKind) -> Failure:
 )
 def test_each_outcome_names_its_transition(make, transition) -> None:
     outcome = make()
-    assert transition is outcome.transition
-    decision = outcome.decision
-    carries_failure = isinstance(decision, Reschedule | MarkDead) and decision.failure is not None
-    assert carries_failure == outcome.transition.failed
+    assert transition is type(outcome)
+    carries_failure = getattr(outcome, "failure", None) is not None
+    assert carries_failure == (transition in (Retried, Deferred, Died, Expired))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.support.webserver import Reply
 
-DOCKERFILE = Path(__file__).resolve().parent.parent / "Dockerfile"
+DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile"
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -115,7 +115,7 @@ def test_the_healthcheck_command_passes_on_200_and_fails_otherwise(web):
 def test_the_image_does_not_start_open():
     """The image serves on every address and sets neither API keys nor
     INGEST_ALLOW_OPEN_API, so `ingest serve` refuses to start unless the operator passes one
-    (tests/test_serve.py: serve on 0.0.0.0 without keys exits 2)."""
+    (tests/service/test_serve.py: serve on 0.0.0.0 without keys exits 2)."""
     runtime = stages()[-1]
     (command,) = [json.loads(arguments) for keyword, arguments in runtime if keyword == "CMD"]
     environment = " ".join(arguments for keyword, arguments in runtime if keyword in ("ENV", "ARG"))

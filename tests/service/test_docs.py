@@ -12,7 +12,7 @@ from app.cli.reference import env_example_text, pages
 from app.rules.policy import backoff_delay
 from app.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENV_EXAMPLE = ROOT / ".env.example"
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"

@@ -13,9 +13,9 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.retention import prune_jobs
 from app.store.tables import job_counts, jobs
+from tests.store.test_retention import RESULT
 from tests.support.outcomes import succeeded
 from tests.support.stores import queue_on
-from tests.test_retention import RESULT
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

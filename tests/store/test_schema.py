@@ -12,7 +12,7 @@ from app.cli.run import openapi_yaml
 from app.store.backends import backend_for
 from app.store.dialect import made_on
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def test_openapi_yaml_matches_the_app():

@@ -13,7 +13,7 @@ from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.jobs.errors import AmbiguousId, JobNotFound
 from app.store.tables import jobs
-from tests.test_cli import one_line_error
+from tests.cli.test_cli import one_line_error
 
 IDS = [
     "abcd0000-0000-4000-8000-000000000001",

@@ -54,17 +54,22 @@ from hypothesis.stateful import (
 import app.store.jobs.rows
 from app.model import (
     FINISHED,
-    Complete,
+    Confirmed,
+    Deferred,
+    Died,
     DomainPause,
     ErrorKind,
+    Expired,
     Failure,
     Fetched,
+    HandedBack,
     JobStatus,
     Lease,
-    MarkDead,
     NewJob,
+    NotKept,
     Outcome,
-    Reschedule,
+    Retried,
+    Succeeded,
 )
 from app.part_settings import PartSettings
 from app.rules import policy
@@ -307,17 +312,32 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _ended(self, outcome: Outcome) -> None:
         """The model after `outcome` was recorded: its lease is stale from now on."""
-        lease, decision = outcome.lease, outcome.decision
+        lease = outcome.lease
         self.stale.append(lease)
         before = self.model[lease.id]
-        if isinstance(decision, Complete):
-            self.model[lease.id] = replace(before, status=JobStatus.SUCCEEDED, finished_at=self.now)
-            return
-        assert isinstance(decision, Reschedule | MarkDead)
-        attempts = lease.attempt - (0 if decision.spends_attempt else 1)
-        if isinstance(decision, Reschedule):
+        retry_at: datetime | None = None
+        match outcome:
+            case Succeeded():
+                self.model[lease.id] = replace(
+                    before, status=JobStatus.SUCCEEDED, finished_at=self.now
+                )
+                return
+            case Retried():
+                spent, dead, retry_at = True, False, outcome.retry_at
+            case Deferred():
+                spent, dead, retry_at = False, False, outcome.retry_at
+            case HandedBack():
+                spent, dead = False, False
+            case Expired():
+                spent, dead = True, outcome.dead
+            case Died():
+                spent, dead = outcome.spends_attempt, True
+            case Confirmed() | NotKept():
+                raise AssertionError(f"no refresh in this machine: {outcome}")
+        attempts = lease.attempt - (0 if spent else 1)
+        if not dead:
             self.model[lease.id] = replace(
-                before, status=JobStatus.PENDING, attempts=attempts, retry_after=decision.retry_at
+                before, status=JobStatus.PENDING, attempts=attempts, retry_after=retry_at
             )
         else:
             self.model[lease.id] = replace(

@@ -12,14 +12,13 @@ import sqlalchemy as sa
 
 from app.model import (
     AttemptOutcome,
-    Complete,
-    Confirm,
     DeadReason,
+    Died,
     Fetched,
     Lease,
-    MarkDead,
+    NotKept,
     Previous,
-    Transition,
+    Succeeded,
 )
 from app.observability import events as observability
 from app.rules import policy
@@ -156,33 +155,28 @@ def test_a_version_past_its_tenants_quota_is_not_kept():
         succeeded(_lease("t2"), change),
         succeeded(_lease("u"), other),
     ]
-    outcomes[1] = replace(outcomes[1], decision=Complete(change, NOW, changed=True))
+    outcomes[1] = Succeeded(_lease("t", previous), 1, change, NOW, changed=True)
     settled = policy.within_storage_quota(outcomes, {"t": 80, "t2": 95}, 100)
 
     assert outcomes[0] == settled[0]
     assert outcomes[3] == settled[3]
     refused = settled[1]
-    assert isinstance(refused.decision, Confirm)
-    unmodified = refused.decision.unmodified
-    assert (AttemptOutcome.NOT_KEPT, Transition.NOT_KEPT) == (refused.ended, refused.transition)
+    assert isinstance(refused, NotKept)
+    assert AttemptOutcome.NOT_KEPT == refused.ended
     assert (200, '"e1"', previous.last_modified, NOW) == (
-        unmodified.http_status,
-        unmodified.etag,
-        unmodified.last_modified,
-        refused.decision.refresh_at,
+        refused.http_status,
+        refused.etag,
+        refused.last_modified,
+        refused.refresh_at,
     )
     assert (
         "changed, not kept: tenant 't' keeps 95 bytes; this version's 10 more would pass its "
         "quota of 100 (INGEST_TENANT_MAX_STORAGE_BYTES)"
     ) == refused.message
     dead = settled[2]
-    assert isinstance(dead.decision, MarkDead)
-    assert (DeadReason.STORAGE_QUOTA, "StorageQuota", Transition.DEAD) == (
-        dead.decision.reason,
-        dead.decision.failure.type,
-        dead.transition,
-    )
-    assert "tenant 't2' keeps 95 bytes" in dead.decision.failure.message
+    assert isinstance(dead, Died)
+    assert (DeadReason.STORAGE_QUOTA, "StorageQuota") == (dead.reason, dead.failure.type)
+    assert "tenant 't2' keeps 95 bytes" in dead.failure.message
 
 
 def test_a_change_not_kept_says_so_in_its_log_line(caplog):

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from app.model import CallbackContent, NewJob
+from app.rules.url_key import url_key
 from app.store.jobs.rows import _job, _row, _submitted
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -31,7 +32,8 @@ NEW = [
 @pytest.mark.parametrize("new", NEW)
 def test_a_submitted_job_is_the_job_its_row_reads_as(new):
     row = _row(new, NOW)
-    read, submitted = _job(row), _submitted(row)
+    key = url_key(new.url)
+    read, submitted = _job(row | {"url_key": key}), _submitted(row, key)
     assert list(read.__dict__.items()) == list(submitted.__dict__.items())
     assert read.model_fields_set == submitted.model_fields_set
     assert read.__pydantic_private__ == submitted.__pydantic_private__
@@ -42,7 +44,7 @@ def test_a_submitted_job_is_the_job_its_row_reads_as(new):
 def test_each_submitted_job_is_its_own():
     """A copy: holding one back, or changing it, leaves the next one as it was."""
     row = _row(NEW[0], NOW)
-    first = _submitted(row)
+    first = _submitted(row, "k")
     first.held_back_by(None)
     first.priority = 99
-    assert (0, None) == (_submitted(row).priority, _submitted(row).blocked_by)
+    assert (0, None) == (_submitted(row, "k").priority, _submitted(row, "k").blocked_by)

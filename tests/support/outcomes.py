@@ -3,34 +3,18 @@ worker steps a test drives by hand: recording outcomes and taking back expired l
 
 from datetime import datetime
 
-from app.model import (
-    AttemptOutcome,
-    Complete,
-    Failure,
-    Fetched,
-    Lease,
-    MarkDead,
-    Outcome,
-    Reschedule,
-    Transition,
-)
+from app.model import Died, Expired, Fetched, Lease, MarkDead, Outcome, Reschedule, Succeeded
 from app.rules import policy
 from app.store.maintenance import MaintenanceStore
 from app.store.queue import Queue
 
 
 def succeeded(lease: Lease, fetched: Fetched, duration_ms: int = 1) -> Outcome:
-    return Outcome(
-        lease, Complete(fetched), AttemptOutcome.SUCCEEDED, duration_ms, Transition.SUCCEEDED
-    )
+    return Succeeded(lease, duration_ms, fetched)
 
 
 def failed(lease: Lease, decision: Reschedule | MarkDead, duration_ms: int = 1) -> Outcome:
-    failure = decision.failure
-    assert isinstance(failure, Failure)
-    return Outcome(
-        lease, decision, AttemptOutcome(failure.kind), duration_ms, policy.failed(decision)
-    )
+    return policy.failed(lease, decision, duration_ms)
 
 
 async def record(queue: Queue, outcome: Outcome, now: datetime) -> bool:
@@ -46,4 +30,4 @@ async def take_back_expired(queue: Queue, now: datetime) -> list[Outcome]:
 
 
 def is_dead(outcome: Outcome) -> bool:
-    return isinstance(outcome.decision, MarkDead)
+    return isinstance(outcome, Died) or (isinstance(outcome, Expired) and outcome.dead)

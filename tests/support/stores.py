@@ -1,7 +1,8 @@
 """The store as its tests drive it: a job store and the worker's queue on a test database
 (`database_url`: each backend), at a fixed clock, with jobs to submit and a fetch to record.
-Shared by the tests of the claim (tests/test_claim.py), the record (tests/test_record.py)
-and retention (tests/test_retention.py); the `stores` fixture (tests/conftest.py) opens it."""
+Shared by the tests of the claim (tests/store/test_claim.py), the record
+(tests/store/test_record.py) and retention (tests/store/test_retention.py); the `stores`
+fixture (tests/conftest.py) opens it."""
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager

@@ -1,6 +1,6 @@
 """The completer (app/worker/completer.py) against a store double: when it writes, what a batch
 holds, how a refused batch and an outage are handled, what stays held. A fixed clock; no
-database (the recording itself is tested on both backends in tests/test_record.py)."""
+database (the recording itself is tested on both backends in tests/store/test_record.py)."""
 
 import asyncio
 import sqlite3
@@ -13,15 +13,13 @@ import pytest
 import sqlalchemy as sa
 
 from app.model import (
-    AttemptOutcome,
     DomainPause,
     DomainSignal,
     ErrorKind,
     Failure,
     Lease,
     Outcome,
-    Reschedule,
-    Transition,
+    Retried,
 )
 from app.rules.policy import RetryRules
 from app.store.queue import Queue
@@ -55,13 +53,13 @@ def outcome(
     failure = Failure(
         ErrorKind.TRANSIENT, "HTTPStatusError", "boom", http_status=status, retry_after=retry_after
     )
-    return Outcome(
+    return Retried(
         lease(n, domain),
-        Reschedule(NOW + timedelta(seconds=10), 10.0, failure),
-        AttemptOutcome.TRANSIENT,
         1,
-        Transition.RETRY_SCHEDULED,
-        DomainSignal.FAILING if status else DomainSignal.SILENT,
+        failure,
+        NOW + timedelta(seconds=10),
+        10.0,
+        domain=DomainSignal.FAILING if status else DomainSignal.SILENT,
     )
 
 

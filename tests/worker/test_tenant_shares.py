@@ -140,7 +140,10 @@ async def test_the_count_returns_to_0_whichever_way_jobs_leave_running(store):
     assert [] == await queue.claim("w", 8, now, 60), "at its quota"
 
     assert await record(queue, succeeded(first[0], RESULT), now)
-    dead = policy.settle(first[1], SERVER_ERROR, 1, now, PartSettings.of(settings).retry).decision
+    retry, failing = PartSettings.of(settings).retry, first[1]
+    dead = policy.decide(
+        SERVER_ERROR, failing.attempt, failing.max_attempts, failing.deferrals, now, retry
+    )
     assert isinstance(dead, Reschedule | MarkDead)
     assert await record(queue, failed(first[1], dead), now)
     assert {"t": 0} == await _in_flight(queue.db)

@@ -18,11 +18,11 @@ from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobStore
 from app.worker.webhooks import cut
 from tests.conftest import eventually, running_app, wait_for_status
+from tests.observability.test_metrics import parse
 from tests.support.outcomes import take_back_expired
 from tests.support.receivers import Receiver
 from tests.support.stores import queue_on
 from tests.support.webserver import Reply, ScriptedServer
-from tests.test_metrics import parse
 
 SECRET = "s3cret-for-tests"
 

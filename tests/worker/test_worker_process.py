@@ -15,8 +15,8 @@ import app
 from app.settings import Settings
 from app.worker.process import Handoff
 from tests.conftest import eventually, submit, wait_for_status
+from tests.observability.test_metrics import free_port
 from tests.support.processes import INGEST, INSTALLED, READY, ServiceProcess, service
-from tests.test_metrics import free_port
 
 POLL_SECONDS = 30
 """The worker's poll interval: a job it fetches sooner than this was woken by its submit."""

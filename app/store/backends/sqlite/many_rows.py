@@ -10,7 +10,7 @@ given`), compiled once per shape and bound apart from SQLAlchemy's per-run cache
 none of it: asyncpg pipelines an executemany and reads all rows in one go.
 
 Built on SQLAlchemy's compiler internals (`positiontup`, `insert_prefetch`, bind
-processors): `tests/test_many_rows.py` holds what it writes and reads to what SQLAlchemy's
+processors): `tests/store/test_many_rows.py` holds what it writes and reads to what SQLAlchemy's
 own execution does, on both backends.
 """
 
