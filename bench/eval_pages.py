@@ -5,7 +5,8 @@ text must and must not contain), for `bench.extraction` (scoring), `bench.target
 them) and `bench.pages` (draining them). Never copies or changes the set.
 
 Where it lies: BENCH_EXTRACTION_DATA, else `../shared/extraction-eval/trafilatura-eval`
-beside the repository (as CI has it); see that set's README.md.
+beside the repository (as CI has it), else beside the project's working copy, /work (a
+fresh clone elsewhere, as `.ci/run` is tried before landing); see that set's README.md.
 """
 
 import gzip
@@ -20,9 +21,14 @@ DATA = Path("shared/extraction-eval/trafilatura-eval")
 
 
 def default_data() -> Path:
-    """BENCH_EXTRACTION_DATA, else the eval set beside the repository."""
+    """BENCH_EXTRACTION_DATA, else the eval set beside the repository, else under /work."""
     given = os.environ.get("BENCH_EXTRACTION_DATA")
-    return Path(given) if given else REPO.parent / DATA
+    if given:
+        return Path(given)
+    for root in (REPO.parent, Path("/work")):
+        if (root / DATA / "expected.json").is_file():
+            return root / DATA
+    return REPO.parent / DATA
 
 
 @dataclass(frozen=True)
