@@ -61,6 +61,10 @@ def list_jobs(
     tenant: Annotated[
         str | None, typer.Option(metavar="TENANT", help="Only jobs of this tenant.")
     ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(metavar="URL", help="Only jobs of this URL's key, as GET /jobs?url=."),
+    ] = None,
     limit: Annotated[
         int, typer.Option(min=1, metavar="N", help="At most this many, newest first.")
     ] = 50,
@@ -70,11 +74,19 @@ def list_jobs(
     """Jobs, newest first: a table, or with --json one job per line (as GET /jobs/{id})."""
     from app.cli.output import jobs_table, new_console
     from app.clock import utc_now
+    from app.fetch.urls import job_url
+    from app.rules.url_key import url_key
     from app.wire import JobOut
 
     statuses = _statuses(status)
+    try:
+        key = None if url is None else url_key(job_url(url))
+    except ValueError as exc:
+        fail(f"--url: {exc}", code=2)
     page = run_on_runtime(
-        lambda runtime: runtime.jobs.list(statuses, domain=domain, tenant=tenant, limit=limit)
+        lambda runtime: runtime.jobs.list(
+            statuses, domain=domain, tenant=tenant, limit=limit, url_key=key
+        )
     )
     if json_lines:
         for job in page.items:

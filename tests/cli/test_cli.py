@@ -140,6 +140,23 @@ def test_list_filters(made):
     assert [made["cancelled"]["id"]] == ids("--limit", "1")
 
 
+def test_list_by_url_finds_the_jobs_of_its_key(made):
+    """--url finds the jobs of a URL's key, as GET /jobs?url= does (tracking parameters and
+    a fragment do not matter, another query does); a URL no submit takes is exit 2."""
+
+    def ids(url: str) -> list[str]:
+        result = ingest("jobs", "list", "--json", "--url", url)
+        assert 0 == result.exit_code, result.output
+        return [json.loads(line)["id"] for line in result.stdout.splitlines()]
+
+    gone = made["gone"]["url"]
+    assert [made["gone"]["id"]] == ids(gone + "?utm_source=x#top")
+    assert [] == ids(gone + "?page=2")
+    refused = ingest("jobs", "list", "--url", "ftp://example.com/")
+    assert 2 == refused.exit_code
+    assert one_line_error(refused).startswith("error: --url: ")
+
+
 def test_status_names_ignore_case(made):
     """--status DEAD,Cancelled is --status dead,cancelled."""
     result = ingest("jobs", "list", "--json", "--status", "DEAD,Cancelled")
