@@ -67,7 +67,10 @@ class PageMetadataOut(BaseModel):
     )
     modified: str | None = Field(description="When it was last changed, as `published`.")
     language: str | None = Field(description="A BCP 47 tag as the page declares it (`pt-BR`).")
-    canonical_url: str | None = Field(description="The URL the page names as its own.")
+    canonical_url: str | None = Field(
+        description="The URL the answer names as its own: its HTTP `Link: rel=canonical`, "
+        "else the page's `<link rel=canonical>`, else `og:url`."
+    )
     site_name: str | None = Field(description="The site it belongs to, as it names it.")
     image: str | None = Field(description="The URL of the image that stands for it.")
     keywords: list[str] = Field(description="Its keywords.")

@@ -17,8 +17,9 @@ import hashlib
 import tempfile
 import zlib
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Any
+from urllib.parse import urljoin
 
 import h11
 import httpx
@@ -34,7 +35,7 @@ from app.fetch.guard import (
     system_resolver,
 )
 from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout, PoolSettings
-from app.fetch.urls import check_redirect
+from app.fetch.urls import MAX_URL_LENGTH, check_redirect
 from app.model import (
     DEFAULT_TENANT,
     AttemptOutcome,
@@ -96,6 +97,8 @@ class _Body:
     sha256: str
     etag: str | None
     last_modified: str | None
+    canonical_url: str | None
+    """The answer's `Link: <...>; rel="canonical"`, which wins over the page's own."""
 
 
 POOL_SIZE = 8
@@ -303,6 +306,7 @@ class Fetcher:
             digest.hexdigest(),
             _validator(response, "etag"),
             _validator(response, "last-modified"),
+            _canonical(response, final_url),
         )
 
     async def _read(
@@ -375,7 +379,11 @@ class Fetcher:
             body=body,
             text=extracted.text,
             markdown=extracted.markdown,
-            metadata=extracted.metadata,
+            metadata=(
+                replace(extracted.metadata, canonical_url=fetched.canonical_url)
+                if fetched.canonical_url
+                else extracted.metadata
+            ),
             etag=fetched.etag,
             last_modified=fetched.last_modified,
             text_sha256=text_sha256(extracted.text),
@@ -404,6 +412,23 @@ def _validator(response: httpx.Response, name: str) -> str | None:
         return None
     value = _header(response, name)
     return value if value == raw and value else None
+
+
+def _canonical(response: httpx.Response, base: str) -> str | None:
+    """The URL an HTTP `Link` header names as the answer's canonical (RFC 6596), absolute;
+    None if there is none, or it is no http(s) URL of at most MAX_URL_LENGTH."""
+    if "link" not in response.headers:
+        return None
+    link = response.links.get("canonical", {}).get("url")
+    if not link:
+        return None
+    try:
+        absolute = _printable_ascii(urljoin(base, link))
+    except ValueError:
+        return None
+    if len(absolute) > MAX_URL_LENGTH or not absolute.startswith(("http://", "https://")):
+        return None
+    return absolute
 
 
 def _conditional(previous: Previous | None) -> dict[str, str]:

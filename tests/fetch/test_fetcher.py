@@ -168,6 +168,38 @@ async def test_success_without_html_has_no_title() -> None:
     assert expected == result
 
 
+@pytest.mark.parametrize(
+    ("link", "canonical"),
+    [
+        pytest.param('<https://example.test/doc>; rel="canonical"', "https://example.test/doc"),
+        pytest.param("</doc?v=2>; rel=canonical", "https://example.test/doc?v=2", id="relative"),
+        pytest.param(
+            '<https://example.test/a>; rel="alternate", <https://example.test/b>; rel="canonical"',
+            "https://example.test/b",
+            id="among-others",
+        ),
+        pytest.param('<javascript:alert(1)>; rel="canonical"', None, id="not-http"),
+        pytest.param('<https://example.test/a>; rel="alternate"', None, id="no-canonical"),
+        pytest.param(
+            f'<https://example.test/{"x" * 3000}>; rel="canonical"', None, id="past-url-limit"
+        ),
+    ],
+)
+async def test_a_link_header_names_the_canonical_url(link: str, canonical: str | None) -> None:
+    """An answer's `Link: <...>; rel="canonical"` (RFC 6596: how a PDF or any answer names
+    its canonical) is the page's `canonical_url`, absolute, over the page's own."""
+    page = b'<link rel="canonical" href="https://example.test/page-says"><title>T</title>x'
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, content=page, headers={"Content-Type": "text/html", "Link": link}
+        )
+
+    result = await fetch(handler, "https://example.test/start")
+    assert isinstance(result, Fetched)
+    assert (canonical or "https://example.test/page-says") == result.metadata.canonical_url
+
+
 async def test_empty_204() -> None:
     """A 204 succeeds with zero bytes, the digest of nothing and no content type."""
     result = await fetch(lambda request: httpx.Response(204), "http://example.test/")

@@ -58,6 +58,19 @@ async def test_success_records_result(make_settings: Callable[..., Settings], we
     assert 1 == web.count("/page")
 
 
+async def test_a_link_header_is_the_canonical_url_of_any_answer(make_settings, web):
+    """A plain-text answer (no page to name its canonical) with `Link: </doc>;
+    rel="canonical"` is recorded with that URL, absolute, as its canonical."""
+    url = web.script(
+        "/doc.txt",
+        Reply(200, b"words", "text/plain", headers={"Link": '</doc>; rel="canonical"'}),
+    )
+    async with running_app(make_settings()) as (_, client):
+        job = await submit(client, url)
+        done = await wait_for_status(client, job["id"], "succeeded")
+    assert web.url("/doc") == done["result"]["metadata"]["canonical_url"]
+
+
 async def test_404_is_dead_at_once(make_settings, web):
     """A 404 kills the job on its first attempt, with one request sent."""
     url = web.script("/gone", Reply(404))
