@@ -152,6 +152,137 @@ class CallbackContent(StrEnum):
     MARKDOWN = "markdown"
 
 
+class CrawlMode(StrEnum):
+    CRAWL = "crawl"
+    """Fetch and keep every page found, each an ordinary job."""
+    MAP = "map"
+    """List the URLs the site's listings name (sitemaps, feeds, llms.txt); fetch no page."""
+
+
+class CrawlStatus(StrEnum):
+    """Where a crawl is. In `running` from its submit; out by the crawl loop when nothing is
+    left to find or fetch (`completed`), or by an operator (`cancelled`)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class SitemapUse(StrEnum):
+    INCLUDE = "include"
+    """Pages from the sitemaps and from links."""
+    ONLY = "only"
+    """Pages from the sitemaps (and the start URLs) alone: no link is followed."""
+    SKIP = "skip"
+    """No sitemap is read."""
+
+
+class FoundVia(StrEnum):
+    """How a crawl found a URL (`crawl_urls.source`)."""
+
+    SEED = "seed"
+    LINK = "link"
+    SITEMAP = "sitemap"
+    FEED = "feed"
+    LLMS = "llms"
+    ROBOTS = "robots"
+
+
+class UrlKind(StrEnum):
+    """What a crawl does with a URL it found: fetch it as a page (a job), or read it itself
+    as a listing of more URLs."""
+
+    PAGE = "page"
+    ROBOTS = "robots"
+    SITEMAP = "sitemap"
+    FEED = "feed"
+    LLMS = "llms"
+
+
+class FrontierState(StrEnum):
+    """Where a URL a crawl found is (`crawl_urls.state`)."""
+
+    NEW = "new"
+    """Found; in: a page's or a listing's record. Out: the crawl loop."""
+    QUEUED = "queued"
+    """A page made a job (`crawl_urls.job_id`): the job says the rest."""
+    READ = "read"
+    """A listing read, its URLs found."""
+    FAILED = "failed"
+    """A listing that could not be read (its error counted)."""
+    CUT = "cut"
+    """Left when the crawl reached its `limit`, or ended (cancelled)."""
+    CANONICAL = "canonical"
+    """Named canonical by a page fetched under another URL: that page is this one, and it is
+    not fetched again."""
+
+
+@dataclass(frozen=True)
+class CrawlOptions:
+    """What a crawl follows and what its pages are, as submitted (`crawls.options`)."""
+
+    limit: int
+    """Pages it makes jobs of, at most."""
+    max_depth: int
+    """Links followed from a start URL, at most (a listing's pages are at depth 0, as the
+    start URLs are)."""
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    """Path patterns (`app.rules.crawl_scope`)."""
+    subdomains: bool = False
+    sitemap: SitemapUse = SitemapUse.INCLUDE
+    feeds: bool = True
+    llms_txt: bool = True
+    robots_txt: bool = True
+    """Obey robots.txt for its pages, whatever the tenant's rule."""
+    priority: int = 0
+    max_attempts: int = 5
+    refresh_every: int | None = None
+    metadata: dict[str, Any] | None = None
+    callback_url: str | None = None
+    callback_content: CallbackContent = CallbackContent.NONE
+
+
+@dataclass(frozen=True)
+class NewCrawl:
+    tenant: str
+    seeds: tuple[str, ...]
+    mode: CrawlMode
+    options: CrawlOptions
+
+
+@dataclass(frozen=True)
+class CrawlPage:
+    """A claimed job's place in its crawl, carried by its lease."""
+
+    crawl_id: str
+    depth: int
+
+
+@dataclass(frozen=True)
+class FrontierUrl:
+    """A URL a crawl found, to insert into its frontier (`crawl_urls`)."""
+
+    url: str
+    """Its key (`app.rules.url_key`)."""
+    kind: UrlKind
+    depth: int
+    via: FoundVia
+    found_on: str | None = None
+    lastmod: str | None = None
+    state: FrontierState = FrontierState.NEW
+
+
+@dataclass(frozen=True)
+class Finds:
+    """What a crawl's page or listing found: the URLs to add to the crawl's frontier (those
+    already there are skipped), and counts of those it left out, by reason."""
+
+    crawl_id: str
+    urls: tuple[FrontierUrl, ...] = ()
+    left_out: tuple[tuple[str, int], ...] = ()
+
+
 @dataclass(frozen=True)
 class NewJob:
     """A job to submit, validated by the caller (the API, the CLI, a benchmark)."""
@@ -216,6 +347,8 @@ class Lease:
     """Set when the job succeeded before: this attempt is a refresh."""
     refresh_every: int | None = None
     """The job's refresh schedule (seconds), for the next refresh's time on success."""
+    crawl: CrawlPage | None = None
+    """Set for a page of a crawl: its links are followed."""
 
 
 @dataclass(frozen=True)
@@ -245,6 +378,18 @@ class PageMetadata:
 
 
 @dataclass(frozen=True)
+class PageLink:
+    """A link of a fetched page (`app.content.links`): where it points and what it says."""
+
+    url: str
+    """Absolute, and normalized as a URL key is (`app.rules.url_key`)."""
+    text: str
+    """Its anchor text, one line; "" for a link that shows none."""
+    internal: bool
+    """Whether it points to the page's own host (`www.` aside)."""
+
+
+@dataclass(frozen=True)
 class Fetched:
     """A successful fetch: the answer, its body and the text extracted from it."""
 
@@ -269,6 +414,12 @@ class Fetched:
     text_sha256: str = ""
     """sha256 of the main text (UTF-8): what tells a changed page from one whose rotating ad
     or timestamp alone moved."""
+    links: tuple[PageLink, ...] = field(default=(), repr=False)
+    """The page's links (HTML), at most INGEST_LINKS_MAX_PER_PAGE."""
+    feeds: tuple[str, ...] = field(default=(), repr=False)
+    """The feeds the page links to (`<link rel=alternate>`)."""
+    links_cut: int = 0
+    """Links of the page past INGEST_LINKS_MAX_PER_PAGE, not kept."""
 
 
 @dataclass(frozen=True)
@@ -376,6 +527,8 @@ class Succeeded(Settled):
     """When the job fetches its page again (its `refresh_every` on); None: never."""
     changed: bool = False
     """A refresh found the content changed: a new version (`job.changed`)."""
+    finds: Finds | None = None
+    """For a crawl's page: what its links add to the crawl, written with the success."""
     ended: ClassVar[AttemptOutcome] = AttemptOutcome.SUCCEEDED
 
 

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from app.model import PageMetadata
+from app.model import PageLink, PageMetadata
 
 
 @dataclass(frozen=True)
@@ -12,3 +12,10 @@ class Document:
     markdown: str | None
     """The main content as Markdown; None for a type that has no text (`types.has_text`)."""
     metadata: PageMetadata
+    links: tuple[PageLink, ...] = ()
+    """An HTML page's distinct links, in document order (`app.content.links`); none of
+    another type."""
+    feeds: tuple[str, ...] = ()
+    """The feeds an HTML page declares."""
+    links_cut: int = 0
+    """The page's distinct links not in `links`: past the limit, or too long."""

@@ -39,6 +39,8 @@ class ExtractionLimits:
     """A PDF's pages past this are not read (INGEST_PDF_MAX_PAGES)."""
     page: PageCaps = field(default_factory=PageCaps)
     """An HTML page past these is refused as hostile (`app.content.hostile`)."""
+    max_links: int = 1000
+    """An HTML page's links past this many are counted, not kept (INGEST_LINKS_MAX_PER_PAGE)."""
 
 
 def extract(
@@ -59,7 +61,7 @@ def extract(
     text = decode(body, charset.codec)
     found = PageMetadata(charset=charset.codec, charset_source=charset.source)
     if is_html(media):
-        return _html(text[:PARSE_MAX_CHARS], url, found, limits.page)
+        return _html(text[:PARSE_MAX_CHARS], url, found, limits)
     markdown = text
     if is_json(media):
         _check_json(text)
@@ -69,13 +71,23 @@ def extract(
     return Document(text=text, markdown=markdown, metadata=found)
 
 
-def _html(document: str, url: str | None, found: PageMetadata, caps: PageCaps) -> Document:
-    main = main_content(document, url, caps)
+def _html(
+    document: str, url: str | None, found: PageMetadata, limits: ExtractionLimits
+) -> Document:
+    main = main_content(document, url, limits.page, limits.max_links)
     metadata = replace(main.metadata, charset=found.charset, charset_source=found.charset_source)
-    if main.body is None:
-        return Document(text="", markdown="", metadata=metadata)
-    rendered = render(main.body, metadata.title)
-    return Document(text=rendered.text, markdown=rendered.markdown, metadata=metadata)
+    text, markdown = "", ""
+    if main.body is not None:
+        rendered = render(main.body, metadata.title)
+        text, markdown = rendered.text, rendered.markdown
+    return Document(
+        text=text,
+        markdown=markdown,
+        metadata=metadata,
+        links=main.links.links,
+        feeds=main.links.feeds,
+        links_cut=main.links.cut,
+    )
 
 
 def _fenced(text: str, language: str) -> str:

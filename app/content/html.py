@@ -5,7 +5,8 @@ and jusText fallbacks) on a copy of the tree. Only when that finds little of a p
 holds much text does the full mode run, with its fallbacks: on the evaluation set
 (bench/extraction.py) this keeps the full mode's F1 at a lower cost
 (docs/design/extraction.md). Comments are not main content. A page past the caps of
-`app.content.hostile` is refused before trafilatura sees it.
+`app.content.hostile` is refused before trafilatura sees it. The page's links are read
+from the whole tree, before anything is dropped from it (`app.content.links`).
 """
 
 import logging
@@ -18,6 +19,7 @@ from lxml.html import HtmlElement, HTMLParser, document_fromstring
 from trafilatura.settings import Extractor, use_config
 
 from app.content.hostile import PageCaps, check_markup, check_tree
+from app.content.links import PageLinks, page_links
 from app.content.metadata import page_metadata
 from app.model import PageMetadata
 
@@ -75,17 +77,20 @@ class MainContent:
     body: _Element | None
     """trafilatura's tree of the main content (`render` reads it), None if none was found."""
     metadata: PageMetadata
+    links: PageLinks
+    """The whole page's links and feeds, not only those of the main content."""
 
 
-def main_content(document: str, url: str | None, caps: PageCaps) -> MainContent:
-    """The main content of the HTML `document`, fetched from `url`; raises
-    UnparseableContent for a page past `caps` (`app.content.hostile`)."""
+def main_content(document: str, url: str | None, caps: PageCaps, max_links: int) -> MainContent:
+    """The main content of the HTML `document`, fetched from `url`, and its first `max_links`
+    links; raises UnparseableContent for a page past `caps` (`app.content.hostile`)."""
     check_markup(document, caps)
     tree = _parse(document)
     if tree is None:
-        return MainContent(None, PageMetadata())
+        return MainContent(None, PageMetadata(), PageLinks())
     check_tree(tree, document, caps)
     metadata = page_metadata(tree, url)
+    links = page_links(tree, url, max_links)
     if tree.find("body") is None:
         reparsed = _without_head(document)
         tree = tree if reparsed is None else reparsed
@@ -104,7 +109,7 @@ def main_content(document: str, url: str | None, caps: PageCaps) -> MainContent:
         body = baseline if length else None
     if body is not None and url:
         _resolve_links(body, url)
-    return MainContent(body, metadata)
+    return MainContent(body, metadata, links)
 
 
 def _parse(document: str) -> HtmlElement | None:
