@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from app.rules.scheduling import ShareRules
     from app.store.record import RecordRules
     from app.worker.completer import Batching
+    from app.worker.crawler import CrawlRules
     from app.worker.job_worker import WorkerRules
     from app.worker.maintenance import MaintenanceRules
     from app.worker.webhooks import DeliveryRules
@@ -37,11 +38,12 @@ class PartSettings:
     `ShareRules`       app/rules/scheduling.py    scheduling and the store's claim; the worker
     `RecordRules`      app/store/record.py        the store's record (through `Queue`)
     `FetchLimits`      app/fetch/fetcher.py       the fetcher, and robots.txt's reads
-    `RobotsLimits`     app/fetch/robots_reader.py robots.txt's cache (None: robots.txt ignored)
+    `RobotsLimits`     app/fetch/robots_reader.py robots.txt's cache
     `Batching`         app/worker/completer.py    the completer
     `WorkerRules`      app/worker/job_worker.py   the worker
     `MaintenanceRules` app/worker/maintenance.py  the maintenance service
     `DeliveryRules`    app/worker/webhooks.py     the webhook sender
+    `CrawlRules`       app/worker/crawler.py      the crawl loop
     `Destinations`     app/fetch/guard.py         the SSRF guard: the API, fetcher and webhooks
     ================== ========================== ===============================================
     """
@@ -50,12 +52,12 @@ class PartSettings:
     shares: "ShareRules"
     records: "RecordRules"
     fetch: "FetchLimits"
-    robots: "RobotsLimits | None"
-    """None: robots.txt is ignored for every tenant (INGEST_ROBOTS_TXT=ignore, and no tenant
-    obeys it by INGEST_TENANT_ROBOTS_TXT)."""
+    robots: "RobotsLimits"
+    """Read for the tenants that obey robots.txt, and for every crawl's pages."""
     batching: "Batching"
     worker: "WorkerRules"
     maintenance: "MaintenanceRules"
+    crawls: "CrawlRules"
     deliveries: "DeliveryRules"
 
     @classmethod
@@ -72,14 +74,13 @@ class PartSettings:
         from app.rules.scheduling import ShareRules
         from app.store.record import RecordRules
         from app.worker.completer import Batching
+        from app.worker.crawler import CRAWL_IDLE_SECONDS, CRAWL_INTERVAL_SECONDS, CrawlRules
         from app.worker.job_worker import WorkerRules
         from app.worker.maintenance import MaintenanceRules
         from app.worker.webhooks import DeliveryRules
 
         obey = settings.robots_txt == "obey"
         tenants_obey = {t: rule == "obey" for t, rule in settings.tenant_robots_txt.items()}
-        # robots.txt is read, and its Crawl-delay honoured, as soon as one tenant obeys it.
-        anyone_obeys = obey or any(tenants_obey.values())
         return cls(
             retry=RetryRules(
                 backoff_base_seconds=settings.backoff_base_seconds,
@@ -92,9 +93,8 @@ class PartSettings:
             shares=ShareRules(
                 domain_max_in_flight=settings.domain_max_in_flight,
                 domain_min_interval_seconds=settings.domain_min_interval_seconds,
-                robots_crawl_delay_max_seconds=(
-                    settings.robots_crawl_delay_max_seconds if anyone_obeys else None
-                ),
+                # A Crawl-delay is kept only once read, for a tenant or a crawl that obeys.
+                robots_crawl_delay_max_seconds=settings.robots_crawl_delay_max_seconds,
                 tenant_max_in_flight=settings.tenant_max_in_flight,
                 tenant_weights=settings.tenant_weights,
             ),
@@ -119,6 +119,7 @@ class PartSettings:
                     memory_mb=settings.extract_memory_mb,
                     limits=ExtractionLimits(
                         pdf_max_pages=settings.pdf_max_pages,
+                        max_links=settings.links_max_per_page,
                         page=PageCaps(
                             elements=settings.extract_max_elements,
                             attributes=settings.extract_max_attributes,
@@ -134,9 +135,7 @@ class PartSettings:
                 unreachable_max_seconds=settings.robots_unreachable_max_seconds,
                 obey=obey,
                 tenants=tenants_obey,
-            )
-            if anyone_obeys
-            else None,
+            ),
             batching=Batching(
                 slots=settings.worker_concurrency,
                 record_delay_seconds=settings.record_delay_seconds,
@@ -164,6 +163,13 @@ class PartSettings:
                 poll_interval_seconds=settings.poll_interval_seconds,
                 transient_errors=settings.transient_errors,
                 transient_status_codes=settings.transient_status_codes,
+            ),
+            crawls=CrawlRules(
+                window=settings.crawl_window,
+                interval_seconds=min(settings.poll_interval_seconds, CRAWL_INTERVAL_SECONDS),
+                idle_seconds=CRAWL_IDLE_SECONDS,
+                listing_max_bytes=settings.crawl_listing_max_bytes,
+                listing_max_entries=settings.crawl_listing_max_entries,
             ),
         )
 

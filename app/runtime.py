@@ -29,6 +29,7 @@ from app.keys import Keys
 from app.observability import events as observability
 from app.part_settings import PartSettings, destinations_of
 from app.settings import Settings
+from app.store.crawls import CrawlStore
 from app.store.database import Database
 from app.store.deliveries import DeliveryStore
 from app.store.domains import DomainStore
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     # extractors.
     from app.fetch.fetcher import Fetcher
     from app.observability.metrics import Metrics
+    from app.worker.crawler import Crawler
     from app.worker.job_worker import Worker
     from app.worker.maintenance import Maintenance
     from app.worker.webhooks import Deliverer
@@ -106,6 +108,7 @@ class Runtime:
     deliveries: DeliveryStore
     contents: ContentStore
     workers: WorkerStore
+    crawls: CrawlStore
     destinations: Destinations
     """Where jobs may fetch, as the API checks a submitted URL: built once (a long
     INGEST_BLOCKED_HOSTS takes milliseconds to parse)."""
@@ -116,6 +119,7 @@ class Runtime:
     fetcher: "Fetcher | None" = None
     worker: "Worker | None" = None
     maintenance: "Maintenance | None" = None
+    crawler: "Crawler | None" = None
     deliverer: "Deliverer | None" = None
     worker_process: WorkerProcess | None = None
     _running: list[asyncio.Task[None]] = field(default_factory=list)
@@ -170,6 +174,7 @@ class Runtime:
             DeliveryStore(database),
             ContentStore(database),
             WorkerStore(database, clock),
+            CrawlStore(database, clock, on_submit),
             destinations,
             Keys.of(settings.api_keys),
             background,
@@ -177,9 +182,12 @@ class Runtime:
         )
         if run_worker and child is None:
             from app.fetch.fetcher import Fetcher
+            from app.fetch.listing_reader import ListingReader
             from app.fetch.robots_reader import RobotsTxt
             from app.store.maintenance import MaintenanceStore
             from app.store.queue import Queue
+            from app.worker.crawl_pages import CrawlPages
+            from app.worker.crawler import Crawler
             from app.worker.job_worker import Worker
             from app.worker.maintenance import Maintenance
             from app.worker.webhooks import Deliverer
@@ -190,7 +198,13 @@ class Runtime:
             fetcher = runtime.fetcher = Fetcher(
                 views.fetch, resolver=resolver, destinations=destinations
             )
-            robots = RobotsTxt(fetcher, views.robots, clock) if views.robots else None
+            robots = RobotsTxt(fetcher, views.robots, clock)
+
+            def crawl_made_jobs(priority: int | None) -> None:
+                if runtime.worker is not None:  # on the worker's loop: the crawler runs there
+                    runtime.worker.submitted(priority)
+
+            crawls = CrawlStore(beside, clock, crawl_made_jobs)
             worker = runtime.worker = Worker(
                 Queue(beside, views.shares, views.records),
                 fetcher,
@@ -200,6 +214,15 @@ class Runtime:
                 views.retry,
                 clock,
                 robots=robots,
+                crawl_pages=CrawlPages(crawls),
+            )
+            runtime.crawler = Crawler(
+                crawls,
+                ListingReader(
+                    fetcher, views.crawls.listing_max_bytes, views.crawls.listing_max_entries
+                ),
+                views.crawls,
+                worker.id,
             )
             runtime.maintenance = Maintenance(
                 MaintenanceStore(beside),
@@ -235,7 +258,7 @@ class Runtime:
         assert self.worker and self.maintenance and self.deliverer and self.worker_database
         # Other processes' submits wake this worker through the database (PostgreSQL).
         listening = self.worker_database.backend.listen(
-            self.worker.submitted, self.settings.listen_database_url
+            self._woken, self.settings.listen_database_url
         )
         await self._listening.enter_async_context(listening)
         # The extraction processes start beside the worker's first claims, not in the way of
@@ -248,6 +271,18 @@ class Runtime:
             asyncio.create_task(self.deliverer.run(), name="webhooks", context=counting),
             asyncio.create_task(self.maintenance.run(), name="maintenance", context=counting),
         ]
+        if self.crawler is not None:
+            self._running.append(
+                asyncio.create_task(self.crawler.run(), name="crawler", context=counting)
+            )
+
+    def _woken(self, priority: int | None) -> None:
+        """Another process submitted jobs (up to `priority`), or something else that may be
+        due now (None: a requeue, a resumed domain, a crawl), on the worker's loop."""
+        assert self.worker is not None
+        self.worker.submitted(priority)
+        if priority is None and self.crawler is not None:
+            self.crawler.notify()
 
     async def wait(self) -> None:
         """Until the worker has stopped (after `stop_worker`) or failed."""
@@ -260,8 +295,20 @@ class Runtime:
     def wake_worker(self, priority: int | None) -> None:
         """Something may be due now (a submit of jobs up to `priority` to the `ingest serve`
         whose worker process this is): wake the worker the way a submit in this process
-        does."""
+        does, and its crawl loop (the submit may have been a crawl's)."""
         self.jobs.on_submit(priority)
+        if priority is None and self.crawler is not None:
+            crawler = self.crawler
+            self.background.call(crawler.notify)
+
+    def crawl_submitted(self) -> None:
+        """A crawl was submitted in this process: its crawl loop (this process's, or its
+        worker process's) moves it on at once."""
+        if self.worker_process is not None:
+            self.worker_process.wake(None)
+        elif self.crawler is not None:
+            crawler = self.crawler
+            self.background.call(crawler.notify)
 
     def stop_worker(self) -> None:
         """Stop claiming, and the chores beside it (from any thread: a signal handler may
@@ -270,6 +317,8 @@ class Runtime:
             self.background.call(self.worker.stop)
         if self.maintenance is not None:
             self.background.call(self.maintenance.stop)
+        if self.crawler is not None:
+            self.background.call(self.crawler.stop)
 
     async def stop(self) -> None:
         """Stop in reverse: the chores, the sender (what is owed waits in its table), the
@@ -286,6 +335,8 @@ class Runtime:
         assert self.worker and self.maintenance and self.deliverer
         assert self.fetcher and self.worker_database
         self.maintenance.stop()
+        if self.crawler is not None:
+            self.crawler.stop()
         self.deliverer.stop()
         self.worker.stop()
         for task in reversed(self._running):

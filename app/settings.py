@@ -544,6 +544,45 @@ class Settings(BaseSettings):
         description="The shortest refresh_every a submit may ask for (seconds).",
     )
 
+    # Crawls (app/worker/crawler.py) and the links of pages
+    links_max_per_page: int = Field(
+        1000,
+        ge=0,
+        le=100_000,
+        description="Distinct links kept of a page (GET /jobs/{id}/links, and what a crawl "
+        "follows); the rest are counted, not kept.",
+    )
+    crawl_max_pages: int = Field(
+        10_000,
+        ge=1,
+        description="The largest `limit` a crawl may ask for (pages made jobs of), and the "
+        "limit of a crawl that gives none.",
+    )
+    crawl_window: int = Field(
+        500,
+        ge=1,
+        le=100_000,
+        description="Pending jobs a crawl keeps in the queue at once: its other pages wait "
+        "in its frontier, out of the claim's way.",
+    )
+    crawl_listing_max_bytes: int = Field(
+        50 * 1024 * 1024,
+        ge=1024,
+        description="Bytes read of a sitemap, feed, llms.txt or robots.txt a crawl reads "
+        "(after gzip is undone); the rest is cut, and counted.",
+    )
+    crawl_listing_max_entries: int = Field(
+        50_000,
+        ge=1,
+        description="URLs kept of one sitemap, feed or llms.txt (the sitemap protocol's own "
+        "limit); the rest are counted.",
+    )
+    crawl_may_ignore_robots_txt: bool = Field(
+        False,
+        description="Whether a crawl may ask `robots_txt: false` (its pages then obey the "
+        "tenant's rule, INGEST_ROBOTS_TXT); crawls obey robots.txt otherwise.",
+    )
+
     # Diffs of two versions, `?diff=` (app/api/routes/diffs.py)
     diff_max_bytes: int = Field(
         1024 * 1024,

@@ -83,7 +83,7 @@ async def _truncate(url: str) -> None:
     conn = await asyncpg.connect(_pg_admin_dsn(url))
     try:
         await conn.execute(
-            "TRUNCATE attempts, jobs, job_counts, bytes_kept, domains, tenants, workers"
+            "TRUNCATE attempts, jobs, job_counts, bytes_kept, domains, tenants, workers, crawls"
             " RESTART IDENTITY CASCADE"
         )
     finally:

@@ -22,7 +22,7 @@ from app.api.middleware.cross_site import CrossSiteGuard
 from app.api.middleware.framing import NoFraming
 from app.api.middleware.hosts import AllowedHosts, HostNames
 from app.api.middleware.submit_rate import SubmitRate
-from app.api.routes import content, deliveries, domains, jobs, metrics, ops
+from app.api.routes import content, crawls, deliveries, domains, jobs, metrics, ops
 from app.api.routes.diffs import DiffLimits, Diffs
 from app.clock import Clock, utc_now
 from app.fetch.guard import Resolver, system_resolver
@@ -35,6 +35,7 @@ log = logging.getLogger("ingest.api")
 TAGS = [
     {"name": "jobs", "description": "Submit URLs, follow their jobs, retry, cancel, delete."},
     {"name": "content", "description": "What a succeeded job fetched."},
+    {"name": "crawls", "description": "Crawl or map a site: its pages as jobs."},
     {"name": "domains", "description": "Per-domain pauses and limits (admin)."},
     {"name": "operations", "description": "Counts, health, readiness, metrics."},
 ]
@@ -99,6 +100,7 @@ def create_app(
     app.include_router(jobs.router, responses=problems.unavailable())
     app.include_router(deliveries.router, responses=problems.unavailable())
     app.include_router(content.router, responses=problems.unavailable())
+    app.include_router(crawls.router, responses=problems.unavailable())
     app.include_router(ops.router)
     app.include_router(domains.router, responses=problems.unavailable())
     app.include_router(dashboard.router)

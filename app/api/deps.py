@@ -15,6 +15,7 @@ from app.api.middleware.submit_rate import SubmitRate
 from app.fetch.guard import Destinations
 from app.runtime import Runtime
 from app.settings import Settings
+from app.store.crawls import CrawlStore
 from app.store.database import Database
 from app.store.deliveries import DeliveryStore
 from app.store.domains import DomainStore
@@ -70,6 +71,10 @@ async def _workers(request: Request) -> WorkerStore:
     return _running(request).workers
 
 
+async def _crawls(request: Request) -> CrawlStore:
+    return _running(request).crawls
+
+
 @dataclass(frozen=True)
 class Submitting:
     """What a submit needs, as one dependency (the busiest route pays for each one)."""
@@ -96,3 +101,4 @@ DomainsDep = Annotated[DomainStore, Depends(_domains)]
 DeliveriesDep = Annotated[DeliveryStore, Depends(_deliveries)]
 ContentsDep = Annotated[ContentStore, Depends(_contents)]
 WorkersDep = Annotated[WorkerStore, Depends(_workers)]
+CrawlsDep = Annotated[CrawlStore, Depends(_crawls)]

@@ -239,6 +239,17 @@ class Refreshed(BaseModel):
     )
 
 
+class LinkOut(BaseModel):
+    url: str = Field(description="Absolute, normalized as a URL key is.")
+    text: str = Field(description="Its anchor text (or title, or image alt), one line.")
+
+
+class LinksOut(BaseModel):
+    internal: list[LinkOut] = Field(description="To the page's own host (`www.` aside).")
+    external: list[LinkOut]
+    cut: int = Field(description="Links past INGEST_LINKS_MAX_PER_PAGE, not kept.")
+
+
 class VersionList(BaseModel):
     items: list[VersionOut] = Field(description="Newest first; INGEST_CONTENT_VERSIONS kept.")
 

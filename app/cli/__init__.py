@@ -1,6 +1,6 @@
 """The `ingest` command: serve the API (with its worker), run workers alone, manage the schema,
-and the operators' commands (`ingest submit`, `ingest jobs ...`, `ingest stats`,
-`ingest domains`, `ingest workers`).
+and the operators' commands (`ingest submit`, `ingest jobs ...`, `ingest crawl`,
+`ingest crawls ...`, `ingest stats`, `ingest domains`, `ingest workers`).
 
 Start-up is part of the product: each command imports what it uses when it runs, so
 `ingest --help` loads no web framework, ORM or template engine, and `ingest worker` none of
@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli.crawls import crawl, crawls_cli
 from app.cli.domains import domains
 from app.cli.jobs import jobs_cli, stats
 from app.cli.submit import submit
@@ -29,6 +30,8 @@ cli = typer.Typer(
 db_cli = typer.Typer(help="Database schema.", no_args_is_help=True, rich_markup_mode=None)
 cli.add_typer(db_cli, name="db")
 cli.add_typer(jobs_cli, name="jobs")
+cli.add_typer(crawls_cli, name="crawls")
+cli.command("crawl")(crawl)
 cli.command("stats")(stats)
 cli.command("submit")(submit)
 cli.command("domains")(domains)

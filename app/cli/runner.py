@@ -115,6 +115,7 @@ def _run_ending_on_errors(database_url: str, work: Coroutine[Any, Any, T]) -> T:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.cli.schema import SchemaRefused, describe
+    from app.store.crawls import CrawlEnded, CrawlNotFound
     from app.store.jobs.errors import AmbiguousId, JobNotFound, StateConflict
 
     where = describe(database_url)
@@ -127,6 +128,10 @@ def _run_ending_on_errors(database_url: str, work: Coroutine[Any, Any, T]) -> T:
     except AmbiguousId as exc:
         fail(f"ambiguous: at least 2 jobs start with {exc.args[0]} (give more of the id)")
     except StateConflict as exc:
+        fail(str(exc))
+    except CrawlNotFound as exc:
+        fail(f"no crawl {exc.args[0]}")
+    except CrawlEnded as exc:
         fail(str(exc))
     except (OSError, SQLAlchemyError) as exc:
         fail(f"database {where}: {one_line(exc)}")

@@ -108,7 +108,8 @@ def _domain(url: str, destinations: Destinations) -> str:
     """The URL's domain; exit 2 for a URL the API would refuse (422)."""
     from app.cli.output import printable
     from app.fetch.guard import BlockedDestination
-    from app.fetch.urls import domain_of, job_url
+    from app.fetch.urls import job_url
+    from app.rules.url_key import domain_of
 
     try:
         parsed = job_url(url)

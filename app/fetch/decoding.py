@@ -8,6 +8,8 @@ br and zstd have no bounded-output decoder in the standard library.
 import zlib
 from collections.abc import Iterator
 
+import httpx
+
 ACCEPT_ENCODING = "gzip, deflate"
 """Only what we can inflate in bounded steps (no br or zstd)."""
 DECODE_STEP = 64 * 1024
@@ -52,3 +54,24 @@ class Inflater:
     def flush(self) -> bytes:
         """What zlib still holds once the input is all in: at most one match, a few bytes."""
         return self._zlib.flush() if self._zlib is not None else b""
+
+
+async def bounded_body(response: httpx.Response, limit: int) -> bytes:
+    """A streamed answer's body decoded, up to `limit` bytes and one step past them (so the
+    caller can tell a body cut from one that fits). A coding not offered, or a body that
+    does not inflate, reads as what inflated before (nothing for the former)."""
+    coding = codings(response.headers.get("content-encoding"))
+    if len(coding) > 1 or (coding and coding[0] not in Inflater.CODINGS):
+        return b""
+    inflater = Inflater(coding[0] if coding else None)
+    body = bytearray()
+    try:
+        async for raw in response.aiter_raw():
+            for chunk in inflater.feed(raw):
+                body += chunk
+                if len(body) > limit:
+                    return bytes(body)
+        body += inflater.flush()
+    except zlib.error:
+        pass
+    return bytes(body)

@@ -387,6 +387,9 @@ class Fetcher:
             etag=fetched.etag,
             last_modified=fetched.last_modified,
             text_sha256=text_sha256(extracted.text),
+            links=extracted.links,
+            feeds=extracted.feeds,
+            links_cut=extracted.links_cut,
         )
 
     async def aclose(self) -> None:

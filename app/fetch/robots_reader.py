@@ -12,7 +12,6 @@ caller writes it: `RobotsCheck.read`). Never raises for a failure of the remote 
 
 import asyncio
 import logging
-import zlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from datetime import datetime, timedelta
 import httpx
 
 from app.clock import Clock
-from app.fetch.decoding import Inflater, codings
+from app.fetch.decoding import bounded_body
 from app.fetch.fetcher import Fetcher, FetchTimeout, InvalidRedirect
 from app.fetch.guard import BlockedDestination
 from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout
@@ -78,6 +77,11 @@ class RobotsLimits:
     """Whether a tenant not named in `tenants` obeys robots.txt (INGEST_ROBOTS_TXT)."""
     tenants: Mapping[str, bool] = field(default_factory=dict)
     """The tenants whose rule differs: True obeys (INGEST_TENANT_ROBOTS_TXT)."""
+
+    @property
+    def anyone_obeys(self) -> bool:
+        """Whether a tenant's jobs obey robots.txt (crawls' pages always may)."""
+        return self.obey or any(self.tenants.values())
 
     def obeyed_by(self, tenant: str) -> bool:
         """Whether `tenant`'s jobs ask robots.txt before their fetch."""
@@ -245,27 +249,13 @@ async def _answer(
 
 async def _body(response: httpx.Response, limit: int) -> bytes:
     """The body decoded, up to `limit` bytes; cut there, the last line (cut short) is dropped,
-    so that no rule is read shorter than written. A coding not offered, or a body that does
-    not inflate, reads as what inflated before (nothing: everything allowed)."""
-    coding = codings(response.headers.get("content-encoding"))
-    if len(coding) > 1 or (coding and coding[0] not in Inflater.CODINGS):
-        return b""
-    inflater = Inflater(coding[0] if coding else None)
-    body = bytearray()
-    try:
-        async for raw in response.aiter_raw():
-            for chunk in inflater.feed(raw):
-                body += chunk
-                if len(body) > limit:
-                    return _cut(body, limit)
-        body += inflater.flush()
-    except zlib.error:
-        pass
-    return _cut(body, limit) if len(body) > limit else bytes(body)
+    so that no rule is read shorter than written."""
+    body = await bounded_body(response, limit)
+    return _cut(body, limit) if len(body) > limit else body
 
 
-def _cut(body: bytearray, limit: int) -> bytes:
-    kept = bytes(body[:limit])
+def _cut(body: bytes, limit: int) -> bytes:
+    kept = body[:limit]
     return kept[: kept.rfind(b"\n") + 1]
 
 

@@ -5,6 +5,7 @@ import re
 import httpx
 
 from app.fetch.guard import literal_ip
+from app.rules.url_key import domain_of
 
 MAX_URL_LENGTH = 2048
 MAX_HOST_LENGTH = 253
@@ -74,11 +75,3 @@ def check_redirect(url: httpx.URL) -> None:
         raise ValueError(f"URL host {host!r} is no DNS name")
     if _NUMBER.fullmatch(labels[-1]) and literal_ip(host.removesuffix(".")) is None:
         raise ValueError(f"URL host {host!r} is no IPv4 address")
-
-
-def domain_of(url: httpx.URL) -> str:
-    """The domain of a URL `job_url` accepted: its lower-cased host[:port]."""
-    host = url.host.lower()
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    return f"{host}:{url.port}" if url.port is not None else host

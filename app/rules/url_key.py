@@ -97,6 +97,15 @@ def url_key(url: str | httpx.URL) -> str:
     return f"{key}?{query}" if query else key
 
 
+def domain_of(url: httpx.URL) -> str:
+    """The domain of a URL `app.fetch.urls.job_url` accepted: its lower-cased host[:port]
+    (the host as Unicode, as jobs' `domain` holds it)."""
+    host = url.host.lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    return f"{host}:{url.port}" if url.port is not None else host
+
+
 def url_hash(key: str) -> int:
     """The key's first 64 bits of sha256, signed (a BIGINT of either database): what the
     indexes hold, for a key may be longer than an index entry can be."""

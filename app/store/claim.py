@@ -160,6 +160,7 @@ def claim_in(
             c.priority,
             job.previous(),
             job.refresh_every,
+            job.crawl(),
         )
         for c in chosen
         for job in [leasable[c.id]]

@@ -24,7 +24,7 @@ T = TypeVar("T")
 DEFAULT_POOL_SIZE = 5
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0018"
+HEAD_REVISION = "0019"
 """The newest migration shipped (tests/cli/test_schema_check.py holds it to the migrations): a
 database at it needs no look at the migrations, so a worker starts without Alembic."""
 

@@ -4,7 +4,7 @@ and what a metrics scrape reads besides `JobStore.stats`. Nothing here writes.""
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
@@ -35,8 +35,9 @@ async def queue_state(database: Database, now: datetime) -> QueueState:
     return QueueState(due_at, paused_count)
 
 
-Part = Literal["content", "text", "markdown"]
-"""What of a job's content to read: the body's bytes, the main text, or its Markdown."""
+Part = Literal["content", "text", "markdown", "links"]
+"""What of a job's content to read: the body's bytes, the main text, its Markdown, or the
+page's links (a JSON object, `JobContent.links`)."""
 
 
 _MARKDOWN = sa.case((contents.c.markdown_as_text, contents.c.text), else_=contents.c.markdown)
@@ -49,9 +50,10 @@ class Content:
 
     status: str | None
     content_type: str | None = None
-    data: bytes | str | None = None
+    data: bytes | str | dict[str, Any] | None = None
     """The part asked for; None until the job succeeded, or when that part is not kept (the
-    Markdown of a job fetched before migration 0008, or of a type with no text)."""
+    Markdown of a job fetched before migration 0008, or of a type with no text; the links
+    of one fetched before migration 0019)."""
     stored: bool = False
     """Whether the job has a content row at all (a succeeded job's body)."""
 

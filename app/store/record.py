@@ -6,12 +6,12 @@ under the claim's `lease_id`, its row locked), so the late write of an attempt w
 was taken back changes nothing. Then one statement per kind of change, whatever the size:
 1. the held jobs: status, budget, `retry_after`, result or last error (`SUCCEED`, ...);
 2. their attempts written into the history, whole (the claim writes none);
-3. succeeded jobs' content as a new version (counted by triggers: `app.store.counts`);
+3. succeeded jobs' content as a new version, and what crawls' pages found (their links);
 4. webhook deliveries owed for jobs that finished (same transaction, so none is lost);
 5. and 6. their domains' slots and failure streaks, then their tenants' jobs in flight
    (`backend.record.free_slots`, each table in name order, as the claim locks them).
-Every statement is compiled and bound before the transaction opens (`Recording`); the SQL
-is `app.store.backends.record_sql`, and `backend.record` where the backends differ.
+Statements are compiled and bound before the transaction opens (`Recording`); the SQL is
+`app.store.backends.record_sql`, and `backend.record` where the backends differ.
 """
 
 from collections import defaultdict
@@ -51,8 +51,25 @@ from app.store.backends.record_sql import (
 )
 from app.store.backends.writes import NewRows, Writes
 from app.store.deliveries import owe
-from app.store.record_rows import history_row, last_error, page_json, storable
-from app.store.tables import UTCDateTime, attempts, contents, domains, jobs, status_is
+from app.store.record_rows import (
+    frontier_rows,
+    history_row,
+    last_error,
+    links_json,
+    page_json,
+    storable,
+    tally_rows,
+)
+from app.store.tables import (
+    UTCDateTime,
+    attempts,
+    contents,
+    crawl_tallies,
+    crawl_urls,
+    domains,
+    jobs,
+    status_is,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +154,8 @@ class _Plan:
         self.hand_back: list[dict[str, Any]] = []
         self.history: list[dict[str, Any]] = []
         self.contents: list[dict[str, Any]] = []
+        self.frontier: list[dict[str, Any]] = []
+        self.tallies: list[dict[str, Any]] = []
         self.finished: dict[str, list[str]] = defaultdict(list)
         freed: dict[str, int] = defaultdict(int)
         freed_tenants: dict[str, int] = defaultdict(int)
@@ -177,6 +196,8 @@ class _Plan:
         new_rows = [
             NewRows(attempts, storable(self.history)),
             NewRows(contents, storable(self.contents), skip_existing=True),
+            NewRows(crawl_urls, self.frontier, skip_existing=True),
+            NewRows(crawl_tallies, self.tallies),
         ]
         self.writes.append(backend.inserts_together(new_rows))
 
@@ -264,8 +285,12 @@ class _Plan:
                 "title": fetched.title,
                 "page_metadata": page,
                 "stored_at": now,
+                "links": links_json(fetched.links, fetched.links_cut),
             }
         )
+        if outcome.finds is not None:
+            self.frontier += frontier_rows(outcome.finds, now)
+            self.tallies += tally_rows(outcome.finds)
         if version > self.versions:
             self.dropped.append({"job": lease.id, "upto": version - self.versions})
         event = DeliveryEvent.JOB_CHANGED if outcome.changed else DeliveryEvent.JOB_SUCCEEDED

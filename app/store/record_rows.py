@@ -5,6 +5,7 @@ Pure: values in, rows out (`app.store.record` writes them). An outcome's strings
 the remote side, and one a database refuses would fail the whole batch (`storable`).
 """
 
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
 from typing import Any, assert_never
@@ -15,13 +16,16 @@ from app.model import (
     Died,
     Expired,
     Failure,
+    Finds,
     HandedBack,
     NotKept,
     Outcome,
+    PageLink,
     PageMetadata,
     Retried,
     Succeeded,
 )
+from app.rules.url_key import url_hash
 from app.text.safe_strings import storable_text
 
 
@@ -53,6 +57,44 @@ def page_json(metadata: PageMetadata) -> dict[str, Any]:
             value = [storable_text(item) for item in value]
         page[name] = value
     return page
+
+
+def links_json(links: Sequence[PageLink], cut: int) -> dict[str, Any]:
+    """A page's links as `job_contents.links` holds them (an object: both databases' JSON
+    columns take one alike), every string made storable, with the count of those cut."""
+    items = [
+        {
+            "url": storable_text(link.url),
+            "text": storable_text(link.text),
+            "internal": link.internal,
+        }
+        for link in links
+    ]
+    return {"items": items, "cut": cut}
+
+
+def frontier_rows(finds: Finds, now: datetime) -> list[dict[str, Any]]:
+    """The `crawl_urls` rows of the URLs `finds` adds to its crawl, new."""
+    return [
+        {
+            "crawl_id": finds.crawl_id,
+            "kind": found.kind.value,
+            "url_hash": url_hash(found.url),
+            "url": storable_text(found.url),
+            "state": found.state.value,
+            "depth": found.depth,
+            "source": found.via.value,
+            "found_on": None if found.found_on is None else storable_text(found.found_on),
+            "lastmod": found.lastmod,
+            "created_at": now,
+        }
+        for found in finds.urls
+    ]
+
+
+def tally_rows(finds: Finds) -> list[dict[str, Any]]:
+    """The `crawl_tallies` rows of the URLs `finds` left out, by reason."""
+    return [{"crawl_id": finds.crawl_id, "name": name, "n": n} for name, n in finds.left_out if n]
 
 
 def last_error(failure: Failure) -> dict[str, Any]:

@@ -122,6 +122,12 @@ class JobFields(SQLModel):
     """Its URL key's digest (`job_urls.url_hash`) when it was submitted `unique`: while it is
     pending or running, no other job of its tenant holds the same (`uq_jobs_unique_key`). A
     retry or a refresh clears it: back in pending, the job may meet one that holds it."""
+    crawl_id: str | None = Field(default=None, max_length=36)
+    """The crawl that found it (`crawls.id`); null for a job submitted on its own."""
+    crawl_depth: int | None = None
+    """Links followed from the crawl's start URLs to it (0 for a start URL or a listing's)."""
+    found_on: str | None = None
+    """The page or listing (sitemap, feed, llms.txt) its crawl found it on."""
     idempotency_key: str | None = Field(default=None, max_length=255)
     # sha256 of the submitted body, to tell "same request again" from "same key, other body".
     idempotency_fingerprint: str | None = Field(default=None, max_length=64)
@@ -218,6 +224,8 @@ class JobRow(JobFields, table=True):
             postgresql_where=sa.text(HOLDS_KEY),
             sqlite_where=sa.text(HOLDS_KEY),
         ),
+        # A crawl's pages by status (its counts, its pages, its cancel), no other job's.
+        partial_index("ix_jobs_crawl", "crawl_id", "status", where="crawl_id IS NOT NULL"),
         # Scheduled refreshes coming due, without reading the jobs that never refresh.
         partial_index(
             "ix_jobs_refresh_at",
@@ -411,6 +419,9 @@ class JobContent(SQLModel, table=True):
     back as the Markdown (`app.store.reads`)."""
     text_length: int
     stored_at: datetime = _ts(nullable=False)
+    links: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    """The page's links: `items`, each an `app.model.PageLink` as an object, in the page's
+    order, and `cut`, how many more it had; null for versions stored before migration 0019."""
 
 
 class JobCount(SQLModel, table=True):
@@ -491,6 +502,89 @@ class Delivery(SQLModel, table=True):
     )
 
 
+class CrawlRow(SQLModel, table=True):
+    """A crawl (`app.store.crawls`): its start URLs and options as submitted, and how many
+    jobs it made. Its pages are jobs (`jobs.crawl_id`); what it found, `crawl_urls`."""
+
+    __tablename__ = "crawls"
+
+    id: str = Field(primary_key=True, max_length=36)
+    tenant: str = Field(max_length=100)
+    mode: str = Field(max_length=8)
+    """`crawl` (fetch and keep every page) or `map` (list the URLs found, fetch no page)."""
+    status: str = Field(max_length=16)
+    """running, then completed or cancelled."""
+    seeds: list[str] = Field(sa_type=JSON)
+    options: dict[str, Any] = Field(sa_type=JSON)
+    """The crawl's options as the API took them (`app.model.CrawlOptions`)."""
+    made: int = _counter()
+    """Jobs it made of its pages: written by the expansion alone, under the row's lock."""
+    created_at: datetime = _ts(nullable=False)
+    updated_at: datetime = _ts(nullable=False)
+    finished_at: datetime | None = _ts()
+
+    __table_args__ = (
+        sa.Index("ix_crawls_tenant_created", "tenant", "created_at", "id"),
+        # What the crawl loop visits: the running crawls, however many have ended.
+        partial_index("ix_crawls_running", "updated_at", where="status = 'running'"),
+    )
+
+
+class CrawlUrl(SQLModel, table=True):
+    """One URL a crawl found: a page (made a job when the crawl's turn comes, `state`
+    `new` -> `queued`) or a listing it reads itself (a sitemap, a feed, llms.txt, robots.txt).
+    Found once: the primary key (crawl, kind, URL key digest) makes a URL found again by
+    another page or route no new row. Written with the outcome of the page whose links
+    found it (`app.store.record`), so a crash loses none."""
+
+    __tablename__ = "crawl_urls"
+
+    crawl_id: str = Field(
+        sa_column=Column(
+            sa.String(36), sa.ForeignKey("crawls.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    kind: str = Field(primary_key=True, max_length=8)
+    url_hash: int = Field(primary_key=True, sa_type=sa.BigInteger)
+    """The URL key's digest (`app.rules.url_key.url_hash`)."""
+    url: str = Field(sa_column=Column(sa.Text(), nullable=False))
+    """The URL's key (`app.rules.url_key`): what is fetched."""
+    state: str = Field(max_length=12)
+    depth: int
+    source: str = Field(max_length=8)
+    """How it was found: seed, link, sitemap, feed, llms, robots."""
+    found_on: str | None = Field(default=None, sa_column=Column(sa.Text(), nullable=True))
+    lastmod: str | None = Field(default=None, max_length=40)
+    """A sitemap's or a feed's date for it, as the site wrote it."""
+    job_id: str | None = Field(default=None, max_length=36)
+    created_at: datetime = _ts(nullable=False)
+
+    __table_args__ = (
+        # The crawl's next URLs to make jobs of or to read, nearest first, without the rest.
+        partial_index("ix_crawl_urls_new", "crawl_id", "kind", "depth", where="state = 'new'"),
+    )
+
+
+class CrawlTally(SQLModel, table=True):
+    """A count of URLs a crawl left out (`name`: out_of_scope, too_deep, cut, ...), appended
+    by each record and listing read and summed on read: no writer waits on another's."""
+
+    __tablename__ = "crawl_tallies"
+
+    id: int | None = Field(
+        default=None, sa_column=Column(BigIntPK, primary_key=True, autoincrement=True)
+    )
+    crawl_id: str = Field(
+        sa_column=Column(
+            sa.String(36), sa.ForeignKey("crawls.id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    name: str = Field(max_length=16)
+    n: int
+
+    __table_args__ = (sa.Index("ix_crawl_tallies_crawl", "crawl_id"),)
+
+
 # The handles every store module writes its SQL with.
 jobs: sa.Table = JobRow.__table__  # type: ignore[attr-defined]
 attempts: sa.Table = Attempt.__table__  # type: ignore[attr-defined]
@@ -502,6 +596,9 @@ job_counts: sa.Table = JobCount.__table__  # type: ignore[attr-defined]
 bytes_kept: sa.Table = BytesKept.__table__  # type: ignore[attr-defined]
 deliveries: sa.Table = Delivery.__table__  # type: ignore[attr-defined]
 workers: sa.Table = WorkerRow.__table__  # type: ignore[attr-defined]
+crawls: sa.Table = CrawlRow.__table__  # type: ignore[attr-defined]
+crawl_urls: sa.Table = CrawlUrl.__table__  # type: ignore[attr-defined]
+crawl_tallies: sa.Table = CrawlTally.__table__  # type: ignore[attr-defined]
 
 
 READY = f"status = '{JobStatus.PENDING}' AND retry_after IS NULL"

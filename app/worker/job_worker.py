@@ -52,6 +52,7 @@ from app.rules.prefetch import FetchTimes, claim_size, prefetch_limit, room_for_
 from app.store.queue import Queue
 from app.text.wording import counted, error_line, seconds
 from app.worker.completer import Batching, Completer
+from app.worker.crawl_pages import CrawlPages
 from app.worker.loop import Held, Loop
 
 log = logging.getLogger("ingest.worker")
@@ -110,6 +111,7 @@ class Worker:
         clock: Callable[[], datetime],
         rand: Callable[[], float] = random.random,
         robots: RobotsTxt | None = None,
+        crawl_pages: CrawlPages | None = None,
     ) -> None:
         """`batching`: the completer's; `shares`: the claim's rules, which say when a record
         frees a claim and how far apart a domain's starts go; `retry`: what policy settles
@@ -133,8 +135,10 @@ class Worker:
         )
         self.rand = rand
         self.robots = robots
-        """Asked before the fetches of the tenants that obey robots.txt; None (no cost) when
-        every tenant ignores it."""
+        """Asked before the fetches of the tenants that obey robots.txt, and of crawls' pages;
+        None: never (a test's worker)."""
+        self.crawl_pages = crawl_pages
+        """What a crawl's page needs of its crawl; None: no page is a crawl's (a test's)."""
         self._fetch_times = FetchTimes()
         self._unsettled = 0
         """Fetches started whose outcome is not handed to the completer yet."""
@@ -194,7 +198,7 @@ class Worker:
         if (
             self._held_back
             or self.shares.domain_min_interval_seconds
-            or self.robots is not None  # a Crawl-delay spaces starts
+            or self._crawl_delay_may_space(outcomes)
             or self.shares.tenant_max_in_flight  # a tenant at its quota has a slot again
             or any(_pending_again(outcome) for outcome in outcomes)
         ):
@@ -322,6 +326,8 @@ class Worker:
             outcome = policy.settle(
                 lease, result, int(took * 1000), self.clock(), self.retry, self.rand
             )
+            if isinstance(outcome, Succeeded) and self.crawl_pages is not None:
+                outcome = await self.crawl_pages.with_finds(outcome)
         except asyncio.CancelledError:
             self._unsettled -= 1
             if lease not in self._abandoned:
@@ -336,13 +342,30 @@ class Worker:
     async def _fetch(self, lease: Lease) -> Fetched | Unmodified | Failure:
         """The lease's fetch, once its robots.txt allows it (when its tenant obeys it): else
         the failure that makes it dead (disallowed) or retried (robots.txt not read now)."""
-        if self.robots is not None and self.robots.limits.obeyed_by(lease.tenant):
+        if self.robots is not None and await self._obeys_robots(lease):
             check = await self.robots.check(lease.url)
             if check.read is not None:
                 await self._keep_crawl_delay(lease, check.read.crawl_delay(self.robots.token))
             if check.refusal is not None:
                 return check.refusal
         return await self.fetcher.fetch(lease.url, lease.previous, lease.tenant)
+
+    def _crawl_delay_may_space(self, outcomes: Sequence[Outcome]) -> bool:
+        """Whether a Crawl-delay may space the starts of these outcomes' domains: robots.txt
+        is obeyed by a tenant, or one of them is a crawl's page."""
+        if self.robots is None:
+            return False
+        return self.robots.limits.anyone_obeys or any(o.lease.crawl for o in outcomes)
+
+    async def _obeys_robots(self, lease: Lease) -> bool:
+        """Whether the lease's fetch asks robots.txt first: its tenant obeys it, or it is a
+        page of a crawl that does."""
+        assert self.robots is not None
+        if self.robots.limits.obeyed_by(lease.tenant):
+            return True
+        if lease.crawl is None or self.crawl_pages is None:
+            return False
+        return await self.crawl_pages.obeys_robots(lease.crawl.crawl_id)
 
     async def _keep_crawl_delay(self, lease: Lease, delay: float | None) -> None:
         """Write the Crawl-delay just read where every claim sees it, and space the domain's

@@ -13,7 +13,7 @@ from app.model import DeadReason, ErrorKind, Failure, MarkDead, NewJob
 from app.rules import policy
 from app.store.database import Database
 from app.store.jobs import JobStore
-from tests.conftest import running_app, wait_for_status
+from tests.conftest import eventually, running_app, wait_for_status
 from tests.support.outcomes import failed, record
 from tests.support.stores import queue_on
 from tests.support.webserver import ScriptedServer
@@ -70,6 +70,7 @@ async def test_submit_returns_the_pending_job(client):
         "callback_content": "none",
         "refresh_every": None,
         "version": None,
+        "crawl": None,
     } == {k: job[k] for k in job if not k.endswith("_at") and k != "id"}
     assert job["created_at"].endswith("Z")
     assert job == (await client.get(f"/jobs/{job['id']}")).json()
@@ -377,6 +378,17 @@ def served_by(web: ScriptedServer, value: Any) -> Any:
     return value
 
 
+async def pages_once_ended(client, crawl: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pages (jobs) of `crawl` once it has ended."""
+
+    async def ended() -> bool:
+        return (await client.get(f"/crawls/{crawl['id']}")).json()["status"] != "running"
+
+    await eventually(ended)
+    pages: list[dict[str, Any]] = (await client.get(f"/crawls/{crawl['id']}/pages")).json()["items"]
+    return pages
+
+
 async def test_every_request_example_is_accepted_and_fetched(make_settings, web):
     """What the schema shows as an example body (Swagger UI's "Try it out") is a request
     that works: each is answered 2xx, and its jobs, their URLs on the test server, succeed."""
@@ -388,7 +400,16 @@ async def test_every_request_example_is_accepted_and_fetched(make_settings, web)
             for method, path, example in examples
         ]
         assert [] == [answer.text for answer in answers if not 200 <= answer.status_code < 300]
-        jobs = [job for answer in answers for job in answer.json().get("items", [answer.json()])]
+        crawls = [answer.json() for answer in answers if answer.url.path == "/crawls"]
+        jobs = [
+            job
+            for answer in answers
+            if answer.url.path != "/crawls"
+            for job in answer.json().get("items", [answer.json()])
+        ]
         done = [await wait_for_status(client, job["id"], "succeeded", "dead") for job in jobs]
+        crawled = [page for crawl in crawls for page in await pages_once_ended(client, crawl)]
     assert ["succeeded"] * len(jobs) == [job["status"] for job in done]
+    assert crawled
+    assert ["succeeded"] * len(crawled) == [page["status"] for page in crawled]
     assert len(jobs) == sum(web.count(path) for path in {urlsplit(job["url"]).path for job in jobs})

@@ -10,14 +10,14 @@ at `["query", "diff"]`): like a refused URL, a well-formed request this service 
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from app.api.auth import Caller, CallerDep
 from app.api.deps import ContentsDep
 from app.api.problems import problem, responses, service_unavailable, too_many_diffs
 from app.api.routes.diffs import DiffFailed, DiffRefused, Diffs, DiffsBusy, client_gone
-from app.api.schemas import VersionList
+from app.api.schemas import LinkOut, LinksOut, VersionList
 from app.store.jobs.errors import JobNotFound
 from app.store.reads import Content, ContentStore, Part
 from app.wire import VersionOut, missing_content
@@ -110,6 +110,27 @@ async def get_job_markdown(job_id: str, contents: ContentsDep, caller: CallerDep
     """The main content of what the job fetched as Markdown (UTF-8). 404 for a type with no
     text, and for a job fetched before Markdown was kept."""
     return await _text(job_id, contents, caller.tenant, "markdown", "text/markdown; charset=utf-8")
+
+
+@router.get("/{job_id}/links", name="get_job_links", responses=responses(404))
+async def get_job_links(job_id: str, contents: ContentsDep, caller: CallerDep) -> LinksOut:
+    """The links of the page the job fetched last (its whole page, navigation included),
+    absolute and normalized as URL keys are, each with its anchor text, split internal (the
+    page's own host, `www.` aside) and external; at most INGEST_LINKS_MAX_PER_PAGE, in the
+    page's order. None for a body that is not HTML."""
+    content = await contents.get(job_id, caller.tenant, part="links")
+    if content.status is None:
+        raise JobNotFound(job_id)
+    missing = missing_content(job_id, content, "links")
+    if missing is not None:
+        raise HTTPException(404, missing)
+    assert isinstance(content.data, dict)
+    kept = content.data["items"]
+    internal = [LinkOut(url=link["url"], text=link["text"]) for link in kept if link["internal"]]
+    external = [
+        LinkOut(url=link["url"], text=link["text"]) for link in kept if not link["internal"]
+    ]
+    return LinksOut(internal=internal, external=external, cut=content.data["cut"])
 
 
 @router.get("/{job_id}/versions", name="list_versions", responses=responses(404))

@@ -28,10 +28,10 @@ from app.api.schemas import (
     SubmittedUrl,
 )
 from app.fetch.guard import BlockedDestination, Destinations
-from app.fetch.urls import MAX_URL_LENGTH, domain_of, job_url
+from app.fetch.urls import MAX_URL_LENGTH, job_url
 from app.model import DEFAULT_TENANT, JobStatus, NewJob
 from app.observability import events
-from app.rules.url_key import url_key
+from app.rules.url_key import domain_of, url_key
 from app.settings import Settings
 from app.store.jobs.submits import Submitted
 from app.store.tables import Attempt, Job

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from app.model import JobStatus, Previous
+from app.model import CrawlPage, JobStatus, Previous
 from app.rules.scheduling import Candidate, DomainState, ShareRules
 from app.store.dialect import lock_rows, lock_skipping
 from app.store.tables import DUE_SINCE, UTCDateTime, domains, jobs, ready, status_is, tenants
@@ -197,6 +197,8 @@ def firsts(tenant: sa.ColumnElement[str], count: sa.ColumnElement[int]) -> sa.Se
         jobs.c.result_last_modified,
         jobs.c.result_sha256,
         jobs.c.result_text_sha256,
+        jobs.c.crawl_id,
+        jobs.c.crawl_depth,
     ).where(jobs.c.tenant == tenant)
     return lock_skipping(
         claimable_now(candidates).order_by(jobs.c.priority.desc(), jobs.c.created_at).limit(count),
@@ -307,6 +309,14 @@ class Leasable(NamedTuple):
     last_modified: str | None
     body_sha256: str | None
     text_sha256: str | None
+    crawl_id: str | None
+    crawl_depth: int | None
+
+    def crawl(self) -> CrawlPage | None:
+        """Its place in its crawl, if a crawl made it."""
+        if self.crawl_id is None:
+            return None
+        return CrawlPage(self.crawl_id, self.crawl_depth or 0)
 
     def previous(self) -> Previous | None:
         """What the job's last success stored, if it had one: the claim is a refresh."""

@@ -160,11 +160,12 @@ class JobReads:
         cursor: str | None = None,
         changed_since: datetime | None = None,
         url_key: str | None = None,
+        crawl_id: str | None = None,
     ) -> Page:
         """Newest first, `limit` at a time; pass `next_cursor` back for the next page. With
         `changed_since`, only jobs that stored a content version (a first success, or a
         refresh that found a change) at or after it; with `url_key`, only the jobs of URLs
-        of that key (`app.rules.url_key`)."""
+        of that key (`app.rules.url_key`); with `crawl_id`, only that crawl's pages."""
         after = decode_cursor(cursor) if cursor else None
         if not _storable(domain, tenant):
             return Page([], None)
@@ -175,6 +176,8 @@ class JobReads:
             stmt = stmt.where(sa.or_(*(status_is(s) for s in statuses)))
         if changed_since is not None:
             stmt = stmt.where(jobs.c.changed_at >= changed_since)
+        if crawl_id is not None:
+            stmt = stmt.where(jobs.c.crawl_id == crawl_id)
         stmt = _filtered(stmt, domain, tenant)
         if after is not None:
             stmt = stmt.where(sa.tuple_(jobs.c.created_at, jobs.c.id) < after)

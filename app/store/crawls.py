@@ -1,0 +1,513 @@
+"""Crawls as stored: a crawl's row, its frontier (`crawl_urls`) and the jobs it made.
+
+Submit inserts the crawl with its first URLs (the start pages, and the listings of their
+sites: robots.txt, /sitemap.xml, /llms.txt). The crawl loop (`app.worker.crawler`) then
+reads the listings (`listings`, `listing_read`), makes jobs of the pages found, a window
+at a time (`expand`), and ends the crawl when nothing is left (`finish_if_done`). A page's
+links reach the frontier with its outcome (`app.store.record`). Every URL is found once:
+the frontier's primary key is (crawl, kind, URL key digest), and an insert of a URL found
+before is skipped. Pure values in and out; no fetch, no parse, no scope (the worker's).
+"""
+
+import builtins
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from app.model import (
+    CallbackContent,
+    CrawlMode,
+    CrawlOptions,
+    CrawlStatus,
+    Finds,
+    FoundVia,
+    FrontierState,
+    FrontierUrl,
+    JobStatus,
+    NewCrawl,
+    NewJob,
+    SitemapUse,
+    UrlKind,
+)
+from app.rules.url_key import domain_of, url_hash
+from app.store.database import Database
+from app.store.jobs.rows import _row, _url_row
+from app.store.record_rows import frontier_rows, tally_rows
+from app.store.tables import (
+    crawl_tallies,
+    crawl_urls,
+    crawls,
+    domains,
+    is_job_id,
+    job_urls,
+    jobs,
+    new_domain,
+    new_job_id,
+    status_is,
+    tenants,
+)
+
+
+class CrawlNotFound(LookupError):
+    """No crawl of that id (or another tenant's)."""
+
+
+class CrawlEnded(Exception):
+    """The crawl is completed or cancelled already."""
+
+
+@dataclass(frozen=True)
+class Crawl:
+    id: str
+    tenant: str
+    mode: CrawlMode
+    status: CrawlStatus
+    seeds: tuple[str, ...]
+    options: CrawlOptions
+    made: int
+    """Jobs made of its pages."""
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CrawlCounts:
+    pages: dict[str, int]
+    """Its jobs by status."""
+    found: dict[str, int]
+    """Pages found, by `FrontierState`."""
+    listings: dict[str, int]
+    """Listings (robots.txt, sitemaps, feeds, llms.txt) found, by `FrontierState`."""
+    left_out: dict[str, int]
+    """URLs not added, by reason (`app.rules.crawl_scope.Verdict`, `cut`, `robots`...)."""
+
+
+@dataclass(frozen=True)
+class FoundPage:
+    """A page a crawl found, as `GET /crawls/{id}/urls` lists it."""
+
+    url: str
+    state: str
+    depth: int
+    source: str
+    found_on: str | None
+    lastmod: str | None
+    job_id: str | None
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A listing for the crawl loop to read."""
+
+    crawl_id: str
+    kind: UrlKind
+    url: str
+    depth: int
+
+
+def options_json(options: CrawlOptions) -> dict[str, Any]:
+    values = asdict(options)
+    for name in ("include", "exclude"):
+        values[name] = list(values[name])
+    return values
+
+
+def options_of(values: dict[str, Any]) -> CrawlOptions:
+    given = dict(values)
+    given["include"] = tuple(given.get("include", ()))
+    given["exclude"] = tuple(given.get("exclude", ()))
+    given["sitemap"] = SitemapUse(given.get("sitemap", SitemapUse.INCLUDE))
+    given["callback_content"] = CallbackContent(given.get("callback_content", "none"))
+    return CrawlOptions(**given)
+
+
+def first_urls(new: NewCrawl) -> list[FrontierUrl]:
+    """A new crawl's frontier: its start pages, and the listings of their sites it reads."""
+    found = [FrontierUrl(seed, UrlKind.PAGE, 0, FoundVia.SEED) for seed in new.seeds]
+    options = new.options
+    for origin in dict.fromkeys(_origin(seed) for seed in new.seeds):
+        if options.sitemap is not SitemapUse.SKIP:
+            found.append(FrontierUrl(f"{origin}/robots.txt", UrlKind.ROBOTS, 0, FoundVia.SEED))
+            found.append(FrontierUrl(f"{origin}/sitemap.xml", UrlKind.SITEMAP, 0, FoundVia.SEED))
+        if options.llms_txt:
+            found.append(FrontierUrl(f"{origin}/llms.txt", UrlKind.LLMS, 0, FoundVia.SEED))
+    return found
+
+
+def _origin(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0].split('?', 1)[0]}"
+
+
+_CRAWL_COLUMNS = (
+    crawls.c.id,
+    crawls.c.tenant,
+    crawls.c.mode,
+    crawls.c.status,
+    crawls.c.seeds,
+    crawls.c.options,
+    crawls.c.made,
+    crawls.c.created_at,
+    crawls.c.updated_at,
+    crawls.c.finished_at,
+)
+
+
+def _crawl(row: Any) -> Crawl:
+    return Crawl(
+        row.id,
+        row.tenant,
+        CrawlMode(row.mode),
+        CrawlStatus(row.status),
+        tuple(row.seeds),
+        options_of(row.options),
+        row.made,
+        row.created_at,
+        row.updated_at,
+        row.finished_at,
+    )
+
+
+class CrawlStore:
+    """Crawls for the API, the CLI and the crawl loop."""
+
+    def __init__(
+        self,
+        database: Database,
+        clock: Callable[[], datetime],
+        on_submit: Callable[[int | None], None] = lambda _: None,
+    ) -> None:
+        self.db = database
+        self.clock = clock
+        self.on_submit = on_submit
+        """Called once jobs are made: wakes the worker in this process."""
+
+    async def create(self, new: NewCrawl) -> Crawl:
+        now = self.clock()
+        crawl_id = new_job_id()
+        row: dict[str, Any] = {
+            "id": crawl_id,
+            "tenant": new.tenant,
+            "mode": new.mode.value,
+            "status": CrawlStatus.RUNNING.value,
+            "seeds": list(new.seeds),
+            "options": options_json(new.options),
+            "made": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        first = frontier_rows(Finds(crawl_id, tuple(first_urls(new))), now)
+
+        def insert(conn: sa.Connection) -> None:
+            conn.execute(sa.insert(crawls), row)
+            self.db.backend.inserts(crawl_urls, first, skip_existing=True).run(conn)
+            # Wakes the workers of other processes, whose crawl loops then look at once.
+            self.db.backend.notify(conn)
+
+        await self.db.transact(insert)
+        return await self.get(crawl_id)
+
+    async def get(self, crawl_id: str, tenant: str | None = None) -> Crawl:
+        if not is_job_id(crawl_id):
+            raise CrawlNotFound(crawl_id)
+        stmt = sa.select(*_CRAWL_COLUMNS).where(crawls.c.id == crawl_id)
+        if tenant is not None:
+            stmt = stmt.where(crawls.c.tenant == tenant)
+        async with self.db.read() as conn:
+            row = (await conn.execute(stmt)).first()
+        if row is None:
+            raise CrawlNotFound(crawl_id)
+        return _crawl(row)
+
+    async def list(self, tenant: str | None = None, limit: int = 50) -> builtins.list[Crawl]:
+        """The newest crawls first (a tenant's, or everyone's)."""
+        stmt = sa.select(*_CRAWL_COLUMNS).order_by(crawls.c.created_at.desc(), crawls.c.id.desc())
+        if tenant is not None:
+            stmt = stmt.where(crawls.c.tenant == tenant)
+        async with self.db.read() as conn:
+            return [_crawl(row) for row in await conn.execute(stmt.limit(limit))]
+
+    async def running(self) -> builtins.list[Crawl]:
+        stmt = sa.select(*_CRAWL_COLUMNS).where(crawls.c.status == CrawlStatus.RUNNING.value)
+        async with self.db.read() as conn:
+            return [_crawl(row) for row in await conn.execute(stmt.order_by(crawls.c.updated_at))]
+
+    async def counts(self, crawl_id: str) -> CrawlCounts:
+        pages = (
+            sa.select(jobs.c.status, sa.func.count())
+            .where(jobs.c.crawl_id == crawl_id)
+            .group_by(jobs.c.status)
+        )
+        found = (
+            sa.select(crawl_urls.c.kind, crawl_urls.c.state, sa.func.count())
+            .where(crawl_urls.c.crawl_id == crawl_id)
+            .group_by(crawl_urls.c.kind, crawl_urls.c.state)
+        )
+        left_out = (
+            sa.select(crawl_tallies.c.name, sa.func.sum(crawl_tallies.c.n))
+            .where(crawl_tallies.c.crawl_id == crawl_id)
+            .group_by(crawl_tallies.c.name)
+        )
+        async with self.db.read() as conn:
+            by_status = {status: n for status, n in await conn.execute(pages)}
+            states = (await conn.execute(found)).all()
+            tallies = {name: int(n) for name, n in await conn.execute(left_out)}
+        pages_found: Counter[str] = Counter()
+        listings: Counter[str] = Counter()
+        for kind, state, n in states:
+            (pages_found if kind == UrlKind.PAGE.value else listings)[state] += n
+        return CrawlCounts(by_status, dict(pages_found), dict(listings), tallies)
+
+    async def found(
+        self, crawl_id: str, after: int | None = None, limit: int = 1000
+    ) -> tuple[builtins.list[FoundPage], int | None]:
+        """The pages a crawl found, in key order, `limit` at a time after the digest `after`;
+        and the digest to pass for the next ones (None at the end)."""
+        stmt = (
+            sa.select(
+                crawl_urls.c.url_hash,
+                crawl_urls.c.url,
+                crawl_urls.c.state,
+                crawl_urls.c.depth,
+                crawl_urls.c.source,
+                crawl_urls.c.found_on,
+                crawl_urls.c.lastmod,
+                crawl_urls.c.job_id,
+            )
+            .where(crawl_urls.c.crawl_id == crawl_id, crawl_urls.c.kind == UrlKind.PAGE.value)
+            .order_by(crawl_urls.c.url_hash)
+            .limit(limit + 1)
+        )
+        if after is not None:
+            stmt = stmt.where(crawl_urls.c.url_hash > after)
+        async with self.db.read() as conn:
+            rows = (await conn.execute(stmt)).all()
+        more = len(rows) > limit
+        pages = [FoundPage(*row[1:]) for row in rows[:limit]]
+        return pages, rows[limit - 1].url_hash if more else None
+
+    async def cancel(self, crawl_id: str, tenant: str | None = None) -> Crawl:
+        """Cancelled: its pending pages cancelled, what it had yet to fetch or read cut;
+        its running pages finish. CrawlEnded unless it is running."""
+        crawl = await self.get(crawl_id, tenant)
+        now = self.clock()
+
+        def cancel(conn: sa.Connection) -> int:
+            ended = conn.execute(_end(crawl_id, CrawlStatus.CANCELLED, now)).rowcount
+            if ended:
+                conn.execute(
+                    sa.update(jobs)
+                    .where(jobs.c.crawl_id == crawl_id, status_is(JobStatus.PENDING))
+                    .values(
+                        status=JobStatus.CANCELLED.value,
+                        retry_after=None,
+                        finished_at=now,
+                        updated_at=now,
+                    )
+                )
+                conn.execute(_cut_new(crawl_id))
+            return int(ended)
+
+        if not await self.db.transact(cancel):
+            raise CrawlEnded(f"crawl {crawl_id} is {crawl.status}; cannot cancel")
+        return await self.get(crawl_id)
+
+    async def listings(self, crawl_id: str, limit: int) -> builtins.list[Listing]:
+        stmt = (
+            sa.select(crawl_urls.c.kind, crawl_urls.c.url, crawl_urls.c.depth)
+            .where(
+                crawl_urls.c.crawl_id == crawl_id,
+                crawl_urls.c.kind != UrlKind.PAGE.value,
+                crawl_urls.c.state == FrontierState.NEW.value,
+            )
+            .order_by(crawl_urls.c.kind, crawl_urls.c.depth)
+            .limit(limit)
+        )
+        async with self.db.read() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [Listing(crawl_id, UrlKind(kind), url, depth) for kind, url, depth in rows]
+
+    async def listing_read(self, listing: Listing, finds: Finds, failed: bool) -> None:
+        """The listing read (or `failed`), and the URLs it found added, in one transaction."""
+        now = self.clock()
+        state = FrontierState.FAILED if failed else FrontierState.READ
+        mark = (
+            sa.update(crawl_urls)
+            .where(
+                crawl_urls.c.crawl_id == listing.crawl_id,
+                crawl_urls.c.kind == listing.kind.value,
+                crawl_urls.c.url_hash == url_hash(listing.url),
+            )
+            .values(state=state.value)
+        )
+        found, tallies = frontier_rows(finds, now), tally_rows(finds)
+
+        def write(conn: sa.Connection) -> None:
+            conn.execute(mark)
+            if found:
+                self.db.backend.inserts(crawl_urls, found, skip_existing=True).run(conn)
+            if tallies:
+                conn.execute(sa.insert(crawl_tallies), tallies)
+
+        await self.db.transact(write)
+
+    async def expand(self, crawl: Crawl, window: int) -> int:
+        """Make jobs of the crawl's next pages found, nearest first, until it has `window`
+        pending or has made `limit`: how many it made. Under the crawl row's lock, so two
+        loops never make a page twice."""
+        now = self.clock()
+        options = crawl.options
+        backend = self.db.backend
+
+        def make(conn: sa.Connection) -> int:
+            locked = conn.execute(
+                sa.update(crawls)
+                .where(crawls.c.id == crawl.id, crawls.c.status == CrawlStatus.RUNNING.value)
+                .values(updated_at=now)
+                .returning(crawls.c.made)
+            ).first()
+            if locked is None:
+                return 0
+            pending = conn.execute(_pending_of(crawl.id, window)).scalar_one()
+            room = min(options.limit - locked.made, window - pending)
+            if room <= 0:
+                return 0
+            pages = conn.execute(_next_pages(crawl.id, room)).all()
+            if not pages:
+                return 0
+            rows = [_page_row(crawl, page, now) for page in pages]
+            backend.inserts(jobs, rows).run(conn)
+            keys = [_url_row(row, page.url) for row, page in zip(rows, pages, strict=True)]
+            backend.inserts(job_urls, keys).run(conn)
+            new_domains = [new_domain(d) for d in sorted({row["domain"] for row in rows})]
+            backend.inserts(domains, new_domains, skip_existing=True).run(conn)
+            backend.inserts(tenants, [{"tenant": crawl.tenant}], skip_existing=True).run(conn)
+            queued = [
+                {"c": crawl.id, "h": page.url_hash, "j": row["id"]}
+                for row, page in zip(rows, pages, strict=True)
+            ]
+            backend.updates(_QUEUED, queued).run(conn)
+            made = locked.made + len(rows)
+            conn.execute(sa.update(crawls).where(crawls.c.id == crawl.id).values(made=made))
+            backend.notify(conn)
+            return len(rows)
+
+        made = await self.db.transact(make)
+        if made:
+            self.on_submit(options.priority)
+        return made
+
+    async def finish_if_done(self, crawl: Crawl) -> bool:
+        """Completed if nothing is left: no listing to read, no page pending or running, and
+        no page found to make a job of (or none may be made: its limit reached, or a map)."""
+        now = self.clock()
+        may_make = crawl.mode is CrawlMode.CRAWL and crawl.made < crawl.options.limit
+        left = [
+            sa.exists().where(
+                crawl_urls.c.crawl_id == crawl.id,
+                crawl_urls.c.kind != UrlKind.PAGE.value,
+                crawl_urls.c.state == FrontierState.NEW.value,
+            ),
+            sa.exists().where(
+                jobs.c.crawl_id == crawl.id,
+                jobs.c.status.in_([JobStatus.PENDING.value, JobStatus.RUNNING.value]),
+            ),
+        ]
+        if may_make:
+            left.append(
+                sa.exists().where(
+                    crawl_urls.c.crawl_id == crawl.id,
+                    crawl_urls.c.kind == UrlKind.PAGE.value,
+                    crawl_urls.c.state == FrontierState.NEW.value,
+                )
+            )
+
+        def finish(conn: sa.Connection) -> bool:
+            if conn.execute(sa.select(sa.or_(*left))).scalar_one():
+                return False
+            ended = conn.execute(_end(crawl.id, CrawlStatus.COMPLETED, now)).rowcount
+            if ended and crawl.mode is CrawlMode.CRAWL:
+                conn.execute(_cut_new(crawl.id))
+            return bool(ended)
+
+        return await self.db.transact(finish)
+
+
+_QUEUED = (
+    sa.update(crawl_urls)
+    .where(
+        crawl_urls.c.crawl_id == sa.bindparam("c"),
+        crawl_urls.c.kind == UrlKind.PAGE.value,
+        crawl_urls.c.url_hash == sa.bindparam("h"),
+    )
+    .values(state=FrontierState.QUEUED.value, job_id=sa.bindparam("j"))
+)
+
+
+def _end(crawl_id: str, status: CrawlStatus, now: datetime) -> sa.Update:
+    return (
+        sa.update(crawls)
+        .where(crawls.c.id == crawl_id, crawls.c.status == CrawlStatus.RUNNING.value)
+        .values(status=status.value, finished_at=now, updated_at=now)
+    )
+
+
+def _cut_new(crawl_id: str) -> sa.Update:
+    return (
+        sa.update(crawl_urls)
+        .where(crawl_urls.c.crawl_id == crawl_id, crawl_urls.c.state == FrontierState.NEW.value)
+        .values(state=FrontierState.CUT.value)
+    )
+
+
+def _pending_of(crawl_id: str, window: int) -> sa.Select[Any]:
+    """How many of the crawl's pages are pending, counted up to `window`."""
+    some = (
+        sa.select(sa.literal(1))
+        .where(jobs.c.crawl_id == crawl_id, status_is(JobStatus.PENDING))
+        .limit(window)
+        .subquery()
+    )
+    return sa.select(sa.func.count()).select_from(some)
+
+
+def _next_pages(crawl_id: str, limit: int) -> sa.Select[Any]:
+    return (
+        sa.select(
+            crawl_urls.c.url_hash, crawl_urls.c.url, crawl_urls.c.depth, crawl_urls.c.found_on
+        )
+        .where(
+            crawl_urls.c.crawl_id == crawl_id,
+            crawl_urls.c.kind == UrlKind.PAGE.value,
+            crawl_urls.c.state == FrontierState.NEW.value,
+        )
+        .order_by(crawl_urls.c.depth)
+        .limit(limit)
+    )
+
+
+def _page_row(crawl: Crawl, page: Any, now: datetime) -> dict[str, Any]:
+    """The job row of a page the crawl found."""
+    options = crawl.options
+    new = NewJob(
+        url=page.url,
+        domain=domain_of(httpx.URL(page.url)),
+        tenant=crawl.tenant,
+        max_attempts=options.max_attempts,
+        priority=options.priority,
+        metadata=options.metadata,
+        callback_url=options.callback_url,
+        callback_content=options.callback_content,
+        refresh_every=options.refresh_every,
+    )
+    return _row(new, now) | {
+        "crawl_id": crawl.id,
+        "crawl_depth": page.depth,
+        "found_on": page.found_on,
+    }

@@ -1,0 +1,324 @@
+"""Crawls end to end: the app's worker and crawl loop against a site served on 127.0.0.1 by
+a real HTTP server that counts every request, on both backends."""
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from app.settings import Settings
+from tests.conftest import eventually, running_app
+from tests.support.webserver import Reply, ScriptedServer
+
+TEXT = "text/plain"
+XML = "application/xml"
+
+
+def page(title: str, *hrefs: str, head: str = "") -> Reply:
+    links = "".join(f'<li><a href="{href}">link to {href}</a></li>' for href in hrefs)
+    body = (
+        f"<html><head><title>{title}</title>{head}</head><body><main><h1>{title}</h1>"
+        f"<p>{title} has words enough to be a page of its own.</p><ul>{links}</ul></main>"
+        "</body></html>"
+    )
+    return Reply(200, body.encode())
+
+
+def sitemap(web: ScriptedServer, *paths: str, lastmod: str = "2026-11-30") -> Reply:
+    urls = "".join(
+        f"<url><loc>{web.url(path)}</loc><lastmod>{lastmod}</lastmod></url>" for path in paths
+    )
+    xml = f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
+    return Reply(200, xml.encode(), XML)
+
+
+async def start(client: httpx.AsyncClient, url: str, **fields: Any) -> dict[str, Any]:
+    response = await client.post("/crawls", json={"url": url, **fields})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def ended(client: httpx.AsyncClient, crawl_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        crawl = (await client.get(f"/crawls/{crawl_id}")).json()
+        return crawl if crawl["status"] != "running" else None
+
+    crawl: dict[str, Any] = await eventually(check, timeout=timeout)
+    return crawl
+
+
+async def pages(client: httpx.AsyncClient, crawl_id: str) -> list[dict[str, Any]]:
+    response = await client.get(f"/crawls/{crawl_id}/pages", params={"limit": 500})
+    assert response.status_code == 200, response.text
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
+def site(web: ScriptedServer) -> None:
+    """A small site: a home page linking to two sections, one of them twice (once with a
+    tracking parameter), an external site and a page robots.txt disallows; a sitemap that
+    names a page no link reaches."""
+    web.script("/robots.txt", Reply(200, b"User-agent: *\nDisallow: /private\n", TEXT))
+    web.script(
+        "/",
+        page("Home", "/a", "/b", "/b?utm_source=news", "http://example.invalid/", "/private"),
+    )
+    web.script("/a", page("A", "/", "/c"))
+    web.script("/b", page("B", "/a"))
+    web.script("/c", page("C"))
+    web.script("/sitemap.xml", sitemap(web, "/", "/only-in-sitemap"))
+    web.script("/only-in-sitemap", page("Only in the sitemap"))
+    web.script("/llms.txt", Reply(404, b"none", TEXT))
+
+
+async def test_a_crawl_fetches_every_page_of_the_site_once(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """A crawl of the site follows its links and its sitemap: every page in scope is fetched
+    exactly once (the duplicate with a tracking parameter too), each an ordinary succeeded
+    job that says its crawl, depth and where it was found; the page robots.txt disallows
+    is never requested (dead, robots), the external site never; the crawl completes with
+    counts that say so."""
+    site(web)
+    async with running_app(make_settings()) as (_, client):
+        crawl = await start(client, web.url("/"))
+        done = await ended(client, crawl["id"])
+        jobs = await pages(client, crawl["id"])
+    by_path = {job["url"].removeprefix(web.base_url): job for job in jobs}
+    assert {"/", "/a", "/b", "/c", "/private", "/only-in-sitemap"} == set(by_path)
+    assert "completed" == done["status"]
+    assert {
+        "/": "succeeded",
+        "/a": "succeeded",
+        "/b": "succeeded",
+        "/c": "succeeded",
+        "/only-in-sitemap": "succeeded",
+        "/private": "dead",
+    } == {path: job["status"] for path, job in by_path.items()}
+    assert "robots" == by_path["/private"]["dead_reason"]
+    for path in ("/", "/a", "/b", "/c", "/only-in-sitemap"):
+        assert 1 == web.count(path), path
+    assert 0 == web.count("/private")
+    assert {"id": crawl["id"], "depth": 2, "found_on": web.url("/a")} == by_path["/c"]["crawl"]
+    assert 0 == by_path["/only-in-sitemap"]["crawl"]["depth"]
+    counts = done["counts"]
+    assert (6, 6, 5, 1, 0) == (
+        counts["found"],
+        counts["queued"],
+        counts["succeeded"],
+        counts["dead"],
+        counts["waiting"],
+    )
+    assert counts["left_out"]["off_site"] >= 1
+
+
+async def test_a_page_links_are_listed_internal_and_external(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """GET /jobs/{id}/links: the page's links, absolute and normalized (the tracking
+    parameter dropped, so /b once), with their anchor text, split by host."""
+    site(web)
+    async with running_app(make_settings()) as (_, client):
+        job = (await client.post("/jobs", json={"url": web.url("/")})).json()
+
+        async def links() -> dict[str, Any] | None:
+            response = await client.get(f"/jobs/{job['id']}/links")
+            return response.json() if response.status_code == 200 else None
+
+        found = await eventually(links)
+    assert [web.url("/a"), web.url("/b"), web.url("/private")] == [
+        link["url"] for link in found["internal"]
+    ]
+    assert [{"url": "http://example.invalid/", "text": "link to http://example.invalid/"}] == (
+        found["external"]
+    )
+
+
+async def test_a_map_lists_what_the_listings_name_and_fetches_no_page(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """mode map: robots.txt's sitemap (an index of two sitemaps) and llms.txt are read, and
+    their URLs listed with their lastmod and where each was found; no page is fetched."""
+    index = (
+        '<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<sitemap><loc>{web.url('/one.xml')}</loc></sitemap>"
+        f"<sitemap><loc>{web.url('/two.xml')}</loc></sitemap></sitemapindex>"
+    )
+    web.script("/robots.txt", Reply(200, f"Sitemap: {web.url('/index.xml')}\n".encode(), TEXT))
+    web.script("/index.xml", Reply(200, index.encode(), XML))
+    web.script("/one.xml", sitemap(web, "/p1", "/p2"))
+    web.script("/two.xml", sitemap(web, "/p3", lastmod="2026-12-01"))
+    web.script("/sitemap.xml", Reply(404, b"none", TEXT))
+    web.script("/llms.txt", Reply(200, b"# Site\n\n- [Guide](/guide): the guide\n", TEXT))
+    async with running_app(make_settings()) as (_, client):
+        crawl = await start(client, web.url("/"), mode="map")
+        done = await ended(client, crawl["id"])
+        found = (await client.get(f"/crawls/{crawl['id']}/urls")).json()["items"]
+        jobs = await pages(client, crawl["id"])
+    assert "completed" == done["status"]
+    listed = {item["url"].removeprefix(web.base_url): item for item in found}
+    assert {"/", "/p1", "/p2", "/p3", "/guide"} == set(listed)
+    assert ("2026-12-01", "sitemap", web.url("/two.xml")) == (
+        listed["/p3"]["lastmod"],
+        listed["/p3"]["source"],
+        listed["/p3"]["found_on"],
+    )
+    assert "llms" == listed["/guide"]["source"]
+    assert [] == jobs
+    assert 0 == sum(web.count(path) for path in ("/", "/p1", "/p2", "/p3", "/guide"))
+    assert 1 == done["counts"]["listings_failed"]  # /sitemap.xml: 404
+
+
+async def test_limit_and_max_depth_bound_a_calendar_trap(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """An endless calendar (each day links to the next, and to ten query-string variants):
+    with max_depth 3 no page past depth 3 is fetched; with limit 4, four pages are made
+    jobs of and the rest found are cut when the crawl completes."""
+    for day in range(200):
+        variants = [f"/cal/{day}?view={v}" for v in range(10)]
+        web.script(f"/cal/{day}", page(f"Day {day}", f"/cal/{day + 1}", *variants))
+    web.script("/robots.txt", Reply(404, b"", TEXT))
+    web.script("/sitemap.xml", Reply(404, b"", TEXT))
+    web.script("/llms.txt", Reply(404, b"", TEXT))
+    async with running_app(make_settings()) as (_, client):
+        deep = await start(
+            client, web.url("/cal/0"), max_depth=3, sitemap="skip", exclude=["**?view=*"]
+        )
+        deep_done = await ended(client, deep["id"])
+        capped = await start(client, web.url("/cal/100"), limit=4, sitemap="skip")
+        capped_done = await ended(client, capped["id"])
+    assert 4 == deep_done["counts"]["succeeded"]  # depths 0 to 3
+    assert 0 == web.count("/cal/4")
+    assert deep_done["counts"]["left_out"]["excluded"] >= 30
+    assert deep_done["counts"]["left_out"]["too_deep"] >= 1
+    counts = capped_done["counts"]
+    assert (4, 4) == (counts["queued"], counts["succeeded"])
+    assert counts["cut"] >= 1
+    assert 0 == counts["waiting"]
+
+
+async def test_a_cancelled_crawl_cancels_its_pending_pages(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """A crawl cancelled while its pages wait (the site's domain allows one fetch at a time,
+    and the first page is held): pending pages are cancelled, nothing more is fetched after
+    the running one finishes, and a second cancel answers 409."""
+    import threading
+
+    hold = threading.Event()
+    web.script("/", page("Home", *[f"/p{i}" for i in range(20)]))
+    for i in range(20):
+        web.script(f"/p{i}", Reply(200, b"<html><body><p>held page</p></body></html>", hold=hold))
+    for path in ("/robots.txt", "/sitemap.xml", "/llms.txt"):
+        web.script(path, Reply(404, b"", TEXT))
+    async with running_app(make_settings(domain_max_in_flight=1)) as (_, client):
+        crawl = await start(client, web.url("/"))
+
+        async def waiting() -> bool:
+            counts = (await client.get(f"/crawls/{crawl['id']}")).json()["counts"]
+            return counts["running"] == 1 and counts["pending"] >= 5
+
+        await eventually(waiting)
+        cancelled = await client.post(f"/crawls/{crawl['id']}/cancel")
+        hold.set()
+        again = await client.post(f"/crawls/{crawl['id']}/cancel")
+
+        async def settled() -> dict[str, Any] | None:
+            got = (await client.get(f"/crawls/{crawl['id']}")).json()
+            return got if got["counts"]["running"] == 0 else None
+
+        final = await eventually(settled)
+    assert (200, "cancelled") == (cancelled.status_code, cancelled.json()["status"])
+    assert 409 == again.status_code
+    assert final["counts"]["cancelled"] >= 5
+    assert 0 == final["counts"]["pending"]
+    fetched = sum(web.count(f"/p{i}") for i in range(20))
+    assert fetched <= 2  # the held one, and at most one started before the cancel
+
+
+async def test_a_crawl_request_is_checked(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """Bad crawl requests are 422s that name the field: no start URL, both `url` and
+    `urls`, a pattern with too many wildcards, a limit past INGEST_CRAWL_MAX_PAGES, robots.txt
+    ignored where not allowed; an unknown crawl is 404."""
+    async with running_app(make_settings(worker_enabled=False, crawl_max_pages=50)) as (_, client):
+        home = web.url("/")
+        bad = [
+            {},
+            {"url": home, "urls": [home]},
+            {"url": home, "include": ["/*a*a*a*a*a*a*a*a*a"]},
+            {"url": home, "limit": 51},
+            {"url": home, "robots_txt": False},
+            {"url": "ftp://127.0.0.1/"},
+        ]
+        answers = [await client.post("/crawls", json=body) for body in bad]
+        missing = await client.get("/crawls/0191a2b3-0000-7000-8000-000000000000")
+    assert [422] * len(bad) == [answer.status_code for answer in answers]
+    assert ["body", "limit"] == answers[3].json()["detail"][0]["loc"]
+    assert 404 == missing.status_code
+
+
+def section(web: ScriptedServer, prefix: str, count: int) -> None:
+    """`prefix`/ links to `prefix`/0 .. `prefix`/count-1, which link to nothing more."""
+    web.script(f"{prefix}/", page(prefix, *[f"{prefix}/{i}" for i in range(count)]))
+    for i in range(count):
+        web.script(f"{prefix}/{i}", page(f"{prefix} {i}"))
+
+
+async def test_two_crawls_of_one_tenant_move_side_by_side(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """Two crawls of one tenant, each of 60 pages, with a window of 10 pending pages each:
+    by the time the first has fetched half its pages the second has fetched some of its
+    own (neither waits for the other to end), and both complete."""
+    for path in ("/robots.txt", "/sitemap.xml", "/llms.txt"):
+        web.script(path, Reply(404, b"", TEXT))
+    section(web, "/one", 60)
+    section(web, "/two", 60)
+    settings = make_settings(crawl_window=10, worker_concurrency=2, domain_max_in_flight=2)
+    async with running_app(settings) as (_, client):
+        one = await start(client, web.url("/one/"), include=["/one/**"], sitemap="skip")
+        two = await start(client, web.url("/two/"), include=["/two/**"], sitemap="skip")
+
+        async def half_of_one() -> dict[str, Any] | None:
+            counts = (await client.get(f"/crawls/{one['id']}")).json()["counts"]
+            if counts["succeeded"] < 30:
+                return None
+            return (await client.get(f"/crawls/{two['id']}")).json()["counts"]
+
+        two_meanwhile = await eventually(half_of_one, timeout=60)
+        done = [await ended(client, crawl["id"], timeout=60) for crawl in (one, two)]
+    assert two_meanwhile["succeeded"] >= 10
+    assert [61, 61] == [crawl["counts"]["succeeded"] for crawl in done]
+
+
+async def test_a_crawl_resumes_after_a_restart_with_nothing_lost(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """The service stops mid-crawl (its pages' links written, some pages pending, one held
+    running); started again on the same database, the crawl completes: every page fetched,
+    none fetched twice but the one interrupted."""
+    import threading
+
+    hold = threading.Event()
+    for path in ("/robots.txt", "/sitemap.xml", "/llms.txt"):
+        web.script(path, Reply(404, b"", TEXT))
+    section(web, "/s", 30)
+    web.script("/s/0", Reply(200, b"<html><body><p>held</p></body></html>", hold=hold))
+    settings = make_settings(worker_concurrency=2, domain_max_in_flight=2, crawl_window=5)
+    async with running_app(settings) as (_, client):
+        crawl = await start(client, web.url("/s/"), sitemap="skip")
+
+        async def midway() -> bool:
+            counts = (await client.get(f"/crawls/{crawl['id']}")).json()["counts"]
+            return counts["succeeded"] >= 5 and counts["waiting"] > 0
+
+        await eventually(midway, timeout=30)
+    hold.set()
+    async with running_app(settings) as (_, client):
+        done = await ended(client, crawl["id"], timeout=60)
+    assert ("completed", 31) == (done["status"], done["counts"]["succeeded"])
+    assert [1] * 29 == [web.count(f"/s/{i}") for i in range(1, 30)]
+    assert 1 <= web.count("/s/0") <= 2
