@@ -146,8 +146,9 @@ def _tracks(name: bytes) -> bool:
 
 def _dot_segments_removed(path: bytes) -> bytes:
     """RFC 3986's remove_dot_segments (5.2.4) on an absolute path: httpx removes the `.` and
-    `..` it is given, not those an escape decoded here makes (`%2E%2E`)."""
-    if b"." not in path:
+    `..` it is given, not those an escape decoded here makes (`%2E%2E`). A relative path (a
+    URL with no host, `mailto:a.b`) has no dot segments to remove."""
+    if b"." not in path or not path.startswith(b"/"):
         return path
     segments = path.split(b"/")[1:]
     kept: list[bytes] = []

@@ -89,6 +89,16 @@ def test_a_url_httpx_refuses_has_no_key() -> None:
         url_key("http://example.com:port/")
 
 
+@pytest.mark.parametrize(
+    ("url", "key"),
+    [("mailto:a.b@c.d", "mailto://a.b@c.d"), ("hard::page.html", "hard://:page.html")],
+)
+def test_a_url_without_a_host_keeps_its_relative_path(url: str, key: str) -> None:
+    """A URL with no host (no job has one, but a page's own URL may be anything in a test
+    or a benchmark) is keyed, its relative path as it is: no dot segment is read in it."""
+    assert key == url_key(url)
+
+
 def test_the_digest_is_a_signed_64_bit_integer_of_the_key() -> None:
     keys = [url_key(url) for url, _ in SAME]
     digests = [url_hash(key) for key in keys]
