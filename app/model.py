@@ -540,6 +540,8 @@ class Confirmed(Settled):
 
     unmodified: Unmodified
     refresh_at: datetime | None = None
+    finds: Finds | None = None
+    """For a crawl's page: what its links (as stored) add to the crawl's round."""
 
     @property
     def ended(self) -> AttemptOutcome:

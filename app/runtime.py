@@ -223,6 +223,7 @@ class Runtime:
                 ),
                 views.crawls,
                 worker.id,
+                clock,
             )
             runtime.maintenance = Maintenance(
                 MaintenanceStore(beside),

@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.api.bodies import METADATA_MAX_BYTES, METADATA_MAX_DEPTH, bounded_metadata, few_keys
-from app.api.schemas import TENANT_PATTERN, SubmittedUrl
+from app.api.schemas import REFRESH_EVERY_MAX, TENANT_PATTERN, SubmittedUrl
 from app.model import CallbackContent, CrawlMode, SitemapUse
 from app.rules.crawl_scope import MAX_PATTERN_CHARS, MAX_PATTERNS
 
@@ -65,6 +65,15 @@ class CrawlIn(BaseModel):
         True,
         description="Obey robots.txt for the crawl's pages. false only where "
         "INGEST_CRAWL_MAY_IGNORE_ROBOTS_TXT allows it.",
+    )
+    refresh_every: int | None = Field(
+        None,
+        ge=1,
+        le=REFRESH_EVERY_MAX,
+        description="Crawl the site again this many seconds after each round ends (at least "
+        "INGEST_REFRESH_MIN_SECONDS): listings read again, known pages fetched again as "
+        "conditional refreshes, and each round's new, changed and removed pages reported "
+        "(`GET /crawls/{id}/rounds/{n}`). Omitted: one round.",
     )
     priority: int = Field(0, ge=-1000, le=1000, description="Every page's priority.")
     max_attempts: int | None = Field(

@@ -50,6 +50,12 @@ def crawl(
         list[str] | None,
         typer.Option(metavar="PATTERN", help="Never follow paths that match (repeatable)."),
     ] = None,
+    refresh_every: Annotated[
+        int | None,
+        typer.Option(
+            min=1, metavar="SECONDS", help="Crawl the site again this long after each round."
+        ),
+    ] = None,
     map_only: Annotated[
         bool,
         typer.Option(
@@ -85,11 +91,18 @@ def crawl(
         seeds.append(url_key(parsed))
     if limit is not None and limit > settings.crawl_max_pages:
         fail(f"--limit is at most {settings.crawl_max_pages} (INGEST_CRAWL_MAX_PAGES)", code=2)
+    if refresh_every is not None and refresh_every < settings.refresh_min_seconds:
+        fail(
+            f"--refresh-every is at least {settings.refresh_min_seconds} "
+            "(INGEST_REFRESH_MIN_SECONDS)",
+            code=2,
+        )
     options = CrawlOptions(
         limit=limit or settings.crawl_max_pages,
         max_depth=max_depth,
         include=tuple(include or ()),
         exclude=tuple(exclude or ()),
+        refresh_every=refresh_every,
         max_attempts=settings.max_attempts,
     )
     try:

@@ -10,10 +10,11 @@ before is skipped. Pure values in and out; no fetch, no parse, no scope (the wor
 """
 
 import builtins
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -31,14 +32,18 @@ from app.model import (
     JobStatus,
     NewCrawl,
     NewJob,
+    PageLink,
     SitemapUse,
     UrlKind,
 )
 from app.rules.url_key import domain_of, url_hash
+from app.store.crawl_rounds import FOUND, REPORT, report_round, start_round
 from app.store.database import Database
 from app.store.jobs.rows import _row, _url_row
 from app.store.record_rows import frontier_rows, tally_rows
+from app.store.refreshes import REFRESHABLE, refreshed
 from app.store.tables import (
+    contents,
     crawl_tallies,
     crawl_urls,
     crawls,
@@ -74,6 +79,11 @@ class Crawl:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    """When its last round ended (None while one runs)."""
+    round: int = 1
+    round_started_at: datetime | None = None
+    next_round_at: datetime | None = None
+    """A re-crawl's next round, once a round has ended."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,19 @@ class FoundPage:
     found_on: str | None
     lastmod: str | None
     job_id: str | None
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """A round of a crawl, as it ended (`app.store.crawl_rounds`)."""
+
+    round: int
+    started_at: datetime
+    finished_at: datetime
+    counts: dict[str, int]
+    """new, changed and removed pages."""
+    pages: dict[str, list[str]]
+    """Their URLs, at most `ROUND_PAGES_KEPT` of each."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +179,9 @@ _CRAWL_COLUMNS = (
     crawls.c.created_at,
     crawls.c.updated_at,
     crawls.c.finished_at,
+    crawls.c.round,
+    crawls.c.round_started_at,
+    crawls.c.next_round_at,
 )
 
 
@@ -171,6 +197,9 @@ def _crawl(row: Any) -> Crawl:
         row.created_at,
         row.updated_at,
         row.finished_at,
+        row.round,
+        row.round_started_at,
+        row.next_round_at,
     )
 
 
@@ -199,10 +228,13 @@ class CrawlStore:
             "seeds": list(new.seeds),
             "options": options_json(new.options),
             "made": 0,
+            "refresh_every": new.options.refresh_every,
+            "round": 1,
+            "round_started_at": now,
             "created_at": now,
             "updated_at": now,
         }
-        first = frontier_rows(Finds(crawl_id, tuple(first_urls(new))), now)
+        first = frontier_rows(Finds(crawl_id, tuple(first_urls(new))), now, round=1)
 
         def insert(conn: sa.Connection) -> None:
             conn.execute(sa.insert(crawls), row)
@@ -294,12 +326,13 @@ class CrawlStore:
 
     async def cancel(self, crawl_id: str, tenant: str | None = None) -> Crawl:
         """Cancelled: its pending pages cancelled, what it had yet to fetch or read cut;
-        its running pages finish. CrawlEnded unless it is running."""
+        its running pages finish; no round begins again. CrawlEnded unless it is running or
+        waits for its next round."""
         crawl = await self.get(crawl_id, tenant)
         now = self.clock()
 
         def cancel(conn: sa.Connection) -> int:
-            ended = conn.execute(_end(crawl_id, CrawlStatus.CANCELLED, now)).rowcount
+            ended = conn.execute(_cancel(crawl_id, now)).rowcount
             if ended:
                 conn.execute(
                     sa.update(jobs)
@@ -317,6 +350,48 @@ class CrawlStore:
         if not await self.db.transact(cancel):
             raise CrawlEnded(f"crawl {crawl_id} is {crawl.status}; cannot cancel")
         return await self.get(crawl_id)
+
+    async def refresh(self, crawl_id: str, tenant: str | None = None) -> Crawl:
+        """Crawl a completed crawl's site again now: its next round is due at once, and the
+        crawl loops begin it. CrawlEnded unless it is completed (a running one is crawling,
+        a cancelled one is stopped)."""
+        crawl = await self.get(crawl_id, tenant)
+        now = self.clock()
+        due = (
+            sa.update(crawls)
+            .where(crawls.c.id == crawl_id, crawls.c.status == CrawlStatus.COMPLETED.value)
+            .values(next_round_at=now, updated_at=now)
+        )
+
+        def write(conn: sa.Connection) -> int:
+            changed = int(conn.execute(due).rowcount)
+            if changed:
+                self.db.backend.notify(conn)
+            return changed
+
+        if not await self.db.transact(write):
+            raise CrawlEnded(f"crawl {crawl_id} is {crawl.status}; cannot refresh")
+        return await self.get(crawl_id)
+
+    async def stored_links(self, job_id: str) -> tuple[PageLink, ...]:
+        """The links of the job's last content version, as stored (none before 0019)."""
+        stmt = (
+            sa.select(contents.c.links)
+            .select_from(
+                jobs.join(
+                    contents,
+                    sa.and_(
+                        contents.c.job_id == jobs.c.id,
+                        contents.c.version == jobs.c.content_version,
+                    ),
+                )
+            )
+            .where(jobs.c.id == job_id)
+        )
+        async with self.db.read() as conn:
+            stored = (await conn.execute(stmt)).scalar()
+        items = stored["items"] if isinstance(stored, dict) else []
+        return tuple(PageLink(link["url"], link["text"], link["internal"]) for link in items)
 
     async def listings(self, crawl_id: str, limit: int) -> builtins.list[Listing]:
         stmt = (
@@ -352,6 +427,8 @@ class CrawlStore:
             conn.execute(mark)
             if found:
                 self.db.backend.inserts(crawl_urls, found, skip_existing=True).run(conn)
+                hashes = sorted({row["url_hash"] for row in found})
+                conn.execute(FOUND, {"crawl": listing.crawl_id, "hashes": hashes})
             if tallies:
                 conn.execute(sa.insert(crawl_tallies), tallies)
 
@@ -359,7 +436,8 @@ class CrawlStore:
 
     async def expand(self, crawl: Crawl, window: int) -> int:
         """Make jobs of the crawl's next pages found, nearest first, until it has `window`
-        pending or has made `limit`: how many it made. Under the crawl row's lock, so two
+        pending or has made `limit`; a page made a job of in an earlier round is fetched
+        again instead, as a refresh. How many it queued. Under the crawl row's lock, so two
         loops never make a page twice."""
         now = self.clock()
         options = crawl.options
@@ -375,37 +453,79 @@ class CrawlStore:
             if locked is None:
                 return 0
             pending = conn.execute(_pending_of(crawl.id, window)).scalar_one()
-            room = min(options.limit - locked.made, window - pending)
-            if room <= 0:
+            if pending >= window:
                 return 0
-            pages = conn.execute(_next_pages(crawl.id, room)).all()
-            if not pages:
+            room = window - pending
+            known = conn.execute(_next_pages(crawl.id, room, known=True)).all()
+            room = min(room - len(known), options.limit - locked.made)
+            fresh = conn.execute(_next_pages(crawl.id, room, known=False)).all() if room > 0 else []
+            if not known and not fresh:
                 return 0
-            rows = [_page_row(crawl, page, now) for page in pages]
-            backend.inserts(jobs, rows).run(conn)
-            keys = [_url_row(row, page.url) for row, page in zip(rows, pages, strict=True)]
-            backend.inserts(job_urls, keys).run(conn)
-            new_domains = [new_domain(d) for d in sorted({row["domain"] for row in rows})]
-            backend.inserts(domains, new_domains, skip_existing=True).run(conn)
-            backend.inserts(tenants, [{"tenant": crawl.tenant}], skip_existing=True).run(conn)
+            if known:
+                ids = [page.job_id for page in known]
+                conn.execute(
+                    sa.update(jobs)
+                    .where(jobs.c.id.in_(ids), jobs.c.status.in_(REFRESHABLE))
+                    .values(**refreshed(now))
+                )
+            rows = [_page_row(crawl, page, now) for page in fresh]
+            if rows:
+                backend.inserts(jobs, rows).run(conn)
+                keys = [_url_row(row, page.url) for row, page in zip(rows, fresh, strict=True)]
+                backend.inserts(job_urls, keys).run(conn)
+                new_domains = [new_domain(d) for d in sorted({row["domain"] for row in rows})]
+                backend.inserts(domains, new_domains, skip_existing=True).run(conn)
+                backend.inserts(tenants, [{"tenant": crawl.tenant}], skip_existing=True).run(conn)
             queued = [
                 {"c": crawl.id, "h": page.url_hash, "j": row["id"]}
-                for row, page in zip(rows, pages, strict=True)
-            ]
+                for row, page in zip(rows, fresh, strict=True)
+            ] + [{"c": crawl.id, "h": page.url_hash, "j": page.job_id} for page in known]
             backend.updates(_QUEUED, queued).run(conn)
             made = locked.made + len(rows)
             conn.execute(sa.update(crawls).where(crawls.c.id == crawl.id).values(made=made))
             backend.notify(conn)
-            return len(rows)
+            return len(queued)
 
         made = await self.db.transact(make)
         if made:
             self.on_submit(options.priority)
         return made
 
+    async def start_due_rounds(self) -> int:
+        """Begin the next round of each re-crawl whose round is due: how many began."""
+        now = self.clock()
+        due = sa.select(crawls.c.id).where(
+            crawls.c.next_round_at <= now, crawls.c.status == CrawlStatus.COMPLETED.value
+        )
+        async with self.db.read() as conn:
+            ids = list((await conn.execute(due)).scalars())
+        begun = 0
+        for crawl_id in ids:
+            begun += await self.db.transact(
+                functools.partial(start_round, crawl_id=crawl_id, now=now)
+            )
+        return begun
+
+    async def next_round_at(self) -> datetime | None:
+        """When the next round of a re-crawl comes due, if one waits."""
+        async with self.db.read() as conn:
+            due: datetime | None = (
+                await conn.execute(sa.select(sa.func.min(crawls.c.next_round_at)))
+            ).scalar()
+        return due
+
+    async def round(self, crawl_id: str, number: int) -> RoundReport | None:
+        """What the crawl's round `number` found new, changed and removed; None until it
+        has ended."""
+        async with self.db.read() as conn:
+            row = (await conn.execute(REPORT, {"crawl": crawl_id, "round": number})).first()
+        return None if row is None else RoundReport(*row)
+
     async def finish_if_done(self, crawl: Crawl) -> bool:
-        """Completed if nothing is left: no listing to read, no page pending or running, and
-        no page found to make a job of (or none may be made: its limit reached, or a map)."""
+        """Completed if nothing is left: no listing to read, no page pending or running, no
+        known page to fetch again, and no page found to make a job of (or none may be made:
+        its limit reached, or a map). The round's report is written; a re-crawl's next round
+        is set."""
         now = self.clock()
         may_make = crawl.mode is CrawlMode.CRAWL and crawl.made < crawl.options.limit
         left = [
@@ -419,22 +539,37 @@ class CrawlStore:
                 jobs.c.status.in_([JobStatus.PENDING.value, JobStatus.RUNNING.value]),
             ),
         ]
-        if may_make:
+        if crawl.mode is CrawlMode.CRAWL:
             left.append(
                 sa.exists().where(
                     crawl_urls.c.crawl_id == crawl.id,
                     crawl_urls.c.kind == UrlKind.PAGE.value,
                     crawl_urls.c.state == FrontierState.NEW.value,
+                    # Pages known from an earlier round are fetched again, past the limit too.
+                    sa.true() if may_make else crawl_urls.c.job_id.is_not(None),
                 )
             )
+
+        refresh_every = crawl.options.refresh_every
 
         def finish(conn: sa.Connection) -> bool:
             if conn.execute(sa.select(sa.or_(*left))).scalar_one():
                 return False
             ended = conn.execute(_end(crawl.id, CrawlStatus.COMPLETED, now)).rowcount
-            if ended and crawl.mode is CrawlMode.CRAWL:
+            if not ended:
+                return False
+            if crawl.mode is CrawlMode.CRAWL:
                 conn.execute(_cut_new(crawl.id))
-            return bool(ended)
+            started = crawl.round_started_at or crawl.created_at
+            report_round(conn, crawl.id, crawl.round, started, now)
+            if refresh_every is not None:
+                next_round = now + timedelta(seconds=refresh_every)
+                conn.execute(
+                    sa.update(crawls)
+                    .where(crawls.c.id == crawl.id)
+                    .values(next_round_at=next_round)
+                )
+            return True
 
         return await self.db.transact(finish)
 
@@ -458,6 +593,25 @@ def _end(crawl_id: str, status: CrawlStatus, now: datetime) -> sa.Update:
     )
 
 
+def _cancel(crawl_id: str, now: datetime) -> sa.Update:
+    """Cancelled: a running crawl, or a re-crawl between rounds (no round begins again)."""
+    return (
+        sa.update(crawls)
+        .where(
+            crawls.c.id == crawl_id,
+            sa.or_(
+                crawls.c.status == CrawlStatus.RUNNING.value, crawls.c.next_round_at.is_not(None)
+            ),
+        )
+        .values(
+            status=CrawlStatus.CANCELLED.value,
+            next_round_at=None,
+            finished_at=sa.func.coalesce(crawls.c.finished_at, now),
+            updated_at=now,
+        )
+    )
+
+
 def _cut_new(crawl_id: str) -> sa.Update:
     return (
         sa.update(crawl_urls)
@@ -477,15 +631,23 @@ def _pending_of(crawl_id: str, window: int) -> sa.Select[Any]:
     return sa.select(sa.func.count()).select_from(some)
 
 
-def _next_pages(crawl_id: str, limit: int) -> sa.Select[Any]:
+def _next_pages(crawl_id: str, limit: int, known: bool) -> sa.Select[Any]:
+    """The crawl's next `limit` pages found to queue, nearest first: made jobs of in an
+    earlier round (`known`), or not yet."""
+    made = crawl_urls.c.job_id.is_not(None) if known else crawl_urls.c.job_id.is_(None)
     return (
         sa.select(
-            crawl_urls.c.url_hash, crawl_urls.c.url, crawl_urls.c.depth, crawl_urls.c.found_on
+            crawl_urls.c.url_hash,
+            crawl_urls.c.url,
+            crawl_urls.c.depth,
+            crawl_urls.c.found_on,
+            crawl_urls.c.job_id,
         )
         .where(
             crawl_urls.c.crawl_id == crawl_id,
             crawl_urls.c.kind == UrlKind.PAGE.value,
             crawl_urls.c.state == FrontierState.NEW.value,
+            made,
         )
         .order_by(crawl_urls.c.depth)
         .limit(limit)
@@ -504,7 +666,6 @@ def _page_row(crawl: Crawl, page: Any, now: datetime) -> dict[str, Any]:
         metadata=options.metadata,
         callback_url=options.callback_url,
         callback_content=options.callback_content,
-        refresh_every=options.refresh_every,
     )
     return _row(new, now) | {
         "crawl_id": crawl.id,

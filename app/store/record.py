@@ -31,6 +31,7 @@ from app.model import (
     DomainPause,
     DomainSignal,
     Expired,
+    Finds,
     HandedBack,
     JobStatus,
     Lease,
@@ -39,6 +40,7 @@ from app.model import (
     Retried,
     Succeeded,
 )
+from app.rules.url_key import url_hash
 from app.store.backends import Backend
 from app.store.backends.record_sql import (
     CONFIRM,
@@ -49,7 +51,8 @@ from app.store.backends.record_sql import (
     STREAKS,
     SUCCEED,
 )
-from app.store.backends.writes import NewRows, Writes
+from app.store.backends.writes import NewRows, Once, Writes
+from app.store.crawl_rounds import FOUND
 from app.store.deliveries import owe
 from app.store.record_rows import (
     frontier_rows,
@@ -155,6 +158,8 @@ class _Plan:
         self.history: list[dict[str, Any]] = []
         self.contents: list[dict[str, Any]] = []
         self.frontier: list[dict[str, Any]] = []
+        self.found: dict[str, set[int]] = {}
+        """Per crawl, the digests of the URLs its pages found: found by its round."""
         self.tallies: list[dict[str, Any]] = []
         self.finished: dict[str, list[str]] = defaultdict(list)
         freed: dict[str, int] = defaultdict(int)
@@ -200,6 +205,11 @@ class _Plan:
             NewRows(crawl_tallies, self.tallies),
         ]
         self.writes.append(backend.inserts_together(new_rows))
+        self.writes += [
+            Once(FOUND, {"crawl": crawl_id, "hashes": sorted(hashes)})
+            for crawl_id, hashes in sorted(self.found.items())
+            if hashes
+        ]
 
     def _job(self, outcome: Outcome, fence: dict[str, Any], now: datetime) -> None:
         lease = outcome.lease
@@ -208,6 +218,7 @@ class _Plan:
                 self._succeed(outcome, fence, now)
             case Confirmed():
                 self.confirm.append(fence | _confirmed(outcome))
+                self._found(outcome.finds, now)
             case NotKept():
                 self.confirm.append(
                     fence
@@ -288,13 +299,20 @@ class _Plan:
                 "links": links_json(fetched.links, fetched.links_cut),
             }
         )
-        if outcome.finds is not None:
-            self.frontier += frontier_rows(outcome.finds, now)
-            self.tallies += tally_rows(outcome.finds)
+        self._found(outcome.finds, now)
         if version > self.versions:
             self.dropped.append({"job": lease.id, "upto": version - self.versions})
         event = DeliveryEvent.JOB_CHANGED if outcome.changed else DeliveryEvent.JOB_SUCCEEDED
         self.finished[event].append(lease.id)
+
+    def _found(self, finds: Finds | None, now: datetime) -> None:
+        """What a crawl's page found: new URLs for its frontier, and its round's finds."""
+        if finds is None:
+            return
+        self.frontier += frontier_rows(finds, now)
+        self.tallies += tally_rows(finds)
+        found = self.found.setdefault(finds.crawl_id, set())
+        found.update(url_hash(url.url) for url in finds.urls)
 
 
 def _confirmed(outcome: Confirmed) -> dict[str, Any]:

@@ -73,8 +73,9 @@ def links_json(links: Sequence[PageLink], cut: int) -> dict[str, Any]:
     return {"items": items, "cut": cut}
 
 
-def frontier_rows(finds: Finds, now: datetime) -> list[dict[str, Any]]:
-    """The `crawl_urls` rows of the URLs `finds` adds to its crawl, new."""
+def frontier_rows(finds: Finds, now: datetime, round: int | None = None) -> list[dict[str, Any]]:
+    """The `crawl_urls` rows of the URLs `finds` adds to its crawl, new, found by `round`
+    (None: the round under way, which `app.store.crawl_rounds.FOUND` writes after)."""
     return [
         {
             "crawl_id": finds.crawl_id,
@@ -86,6 +87,8 @@ def frontier_rows(finds: Finds, now: datetime) -> list[dict[str, Any]]:
             "source": found.via.value,
             "found_on": None if found.found_on is None else storable_text(found.found_on),
             "lastmod": found.lastmod,
+            "first_round": round,
+            "round": round,
             "created_at": now,
         }
         for found in finds.urls

@@ -519,6 +519,13 @@ class CrawlRow(SQLModel, table=True):
     """The crawl's options as the API took them (`app.model.CrawlOptions`)."""
     made: int = _counter()
     """Jobs it made of its pages: written by the expansion alone, under the row's lock."""
+    refresh_every: int | None = None
+    """Seconds after a round ends when the next begins (a re-crawl); null: one round."""
+    round: int = Field(default=1, sa_column_kwargs={"server_default": sa.text("1")})
+    """The round under way, or the last one (1 for the first crawl of the site)."""
+    round_started_at: datetime = _ts(nullable=False)
+    next_round_at: datetime | None = _ts()
+    """When the next round begins: set as a round of a re-crawl ends."""
     created_at: datetime = _ts(nullable=False)
     updated_at: datetime = _ts(nullable=False)
     finished_at: datetime | None = _ts()
@@ -527,6 +534,8 @@ class CrawlRow(SQLModel, table=True):
         sa.Index("ix_crawls_tenant_created", "tenant", "created_at", "id"),
         # What the crawl loop visits: the running crawls, however many have ended.
         partial_index("ix_crawls_running", "updated_at", where="status = 'running'"),
+        # Re-crawls whose next round comes due.
+        partial_index("ix_crawls_next_round", "next_round_at", where="next_round_at IS NOT NULL"),
     )
 
 
@@ -557,12 +566,35 @@ class CrawlUrl(SQLModel, table=True):
     lastmod: str | None = Field(default=None, max_length=40)
     """A sitemap's or a feed's date for it, as the site wrote it."""
     job_id: str | None = Field(default=None, max_length=36)
+    first_round: int | None = None
+    """The round that found it first (a page new in that round)."""
+    round: int | None = None
+    """The last round that found it: a page a round did not find again was removed."""
     created_at: datetime = _ts(nullable=False)
 
     __table_args__ = (
         # The crawl's next URLs to make jobs of or to read, nearest first, without the rest.
         partial_index("ix_crawl_urls_new", "crawl_id", "kind", "depth", where="state = 'new'"),
     )
+
+
+class CrawlRound(SQLModel, table=True):
+    """A round of a crawl, written as it ends (`app.store.crawl_rounds`): how many pages it
+    found new, changed and removed, and which (bounded)."""
+
+    __tablename__ = "crawl_rounds"
+
+    crawl_id: str = Field(
+        sa_column=Column(
+            sa.String(36), sa.ForeignKey("crawls.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    round: int = Field(primary_key=True)
+    started_at: datetime = _ts(nullable=False)
+    finished_at: datetime = _ts(nullable=False)
+    counts: dict[str, int] = Field(sa_type=JSON)
+    pages: dict[str, list[str]] = Field(sa_type=JSON)
+    """The URLs of each: `new`, `changed`, `removed`, each at most ROUND_PAGES_KEPT."""
 
 
 class CrawlTally(SQLModel, table=True):
@@ -599,6 +631,7 @@ workers: sa.Table = WorkerRow.__table__  # type: ignore[attr-defined]
 crawls: sa.Table = CrawlRow.__table__  # type: ignore[attr-defined]
 crawl_urls: sa.Table = CrawlUrl.__table__  # type: ignore[attr-defined]
 crawl_tallies: sa.Table = CrawlTally.__table__  # type: ignore[attr-defined]
+crawl_rounds: sa.Table = CrawlRound.__table__  # type: ignore[attr-defined]
 
 
 READY = f"status = '{JobStatus.PENDING}' AND retry_after IS NULL"

@@ -6,7 +6,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from app.model import CrawlMode, SitemapUse
-from app.store.crawls import Crawl, CrawlCounts, FoundPage
+from app.store.crawls import Crawl, CrawlCounts, FoundPage, RoundReport
 
 
 class CrawlOptionsOut(BaseModel):
@@ -19,6 +19,7 @@ class CrawlOptionsOut(BaseModel):
     feeds: bool
     llms_txt: bool
     robots_txt: bool
+    refresh_every: int | None
 
 
 class CrawlCountsOut(BaseModel):
@@ -67,10 +68,16 @@ class CrawlOut(BaseModel):
     id: str
     tenant: str
     mode: CrawlMode
-    status: str = Field(description="`running`, then `completed` or `cancelled`.")
+    status: str = Field(
+        description="`running`, then `completed` (a re-crawl: until its next round) or `cancelled`."
+    )
     urls: list[str] = Field(description="The start URLs.")
     options: CrawlOptionsOut
     counts: CrawlCountsOut | None = Field(description="Read with one crawl, not in lists.")
+    round: int = Field(description="The round under way, or the last (1: the first crawl).")
+    next_round_at: datetime | None = Field(
+        description="A re-crawl's next round (`refresh_every`), once a round has ended."
+    )
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
@@ -94,8 +101,11 @@ class CrawlOut(BaseModel):
                 feeds=options.feeds,
                 llms_txt=options.llms_txt,
                 robots_txt=options.robots_txt,
+                refresh_every=options.refresh_every,
             ),
             counts=None if counts is None else CrawlCountsOut.of(crawl, counts),
+            round=crawl.round,
+            next_round_at=crawl.next_round_at,
             created_at=crawl.created_at,
             updated_at=crawl.updated_at,
             finished_at=crawl.finished_at,
@@ -126,3 +136,29 @@ class FoundUrlOut(BaseModel):
 class FoundUrlPage(BaseModel):
     items: list[FoundUrlOut]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
+
+
+class RoundPagesOut(BaseModel):
+    new: list[str]
+    changed: list[str]
+    removed: list[str]
+
+
+class RoundOut(BaseModel):
+    round: int
+    started_at: datetime
+    finished_at: datetime
+    counts: dict[str, int] = Field(description="`new`, `changed` and `removed` pages.")
+    pages: RoundPagesOut = Field(
+        description="Their URLs, at most 1,000 of each (sorted); `counts` counts them all."
+    )
+
+    @classmethod
+    def of(cls, report: RoundReport) -> "RoundOut":
+        return cls(
+            round=report.round,
+            started_at=report.started_at,
+            finished_at=report.finished_at,
+            counts=report.counts,
+            pages=RoundPagesOut(**report.pages),
+        )

@@ -7,7 +7,7 @@ success carries to the record (`Succeeded.finds`), so both are written in one tr
 from collections import OrderedDict
 from dataclasses import replace
 
-from app.model import CrawlOptions, Succeeded
+from app.model import Confirmed, CrawlOptions, Succeeded
 from app.rules.crawl_finds import page_finds, scope_of
 from app.rules.crawl_scope import Scope
 from app.store.crawls import CrawlNotFound, CrawlStore
@@ -60,4 +60,16 @@ class CrawlPages:
             fetched.links_cut,
             fetched.metadata.canonical_url,
         )
+        return replace(outcome, finds=finds)
+
+    async def with_stored_finds(self, outcome: Confirmed) -> Confirmed:
+        """`outcome` of a crawl's page found as stored (a re-crawl's refresh), carrying what
+        its stored links find again: the round finds the URLs of an unchanged page too."""
+        page = outcome.lease.crawl
+        kept = None if page is None else await self.options(page.crawl_id)
+        if page is None or kept is None:
+            return outcome
+        scope, options = kept
+        links = await self.store.stored_links(outcome.lease.id)
+        finds = page_finds(page.crawl_id, scope, options, page, outcome.lease.url, links)
         return replace(outcome, finds=finds)

@@ -1,18 +1,21 @@
 """The crawl loop: moves every running crawl on, beside the worker, on a loop of its own.
 
-Each tick, for each running crawl: read a few of the listings it found (robots.txt,
-sitemaps, feeds, llms.txt: `app.fetch.listing_reader`) and add what they name to its
-frontier (`app.rules.crawl_finds`); make jobs of its next pages, up to a window of pending
-ones (`CrawlStore.expand`: however large a crawl, the claim sees its window, the rest waits
-in its frontier); end it once nothing is left. The pages themselves are
-ordinary jobs, claimed, fetched and recorded by the worker; their links reach the frontier
-with their outcomes. Every worker runs one; the crawl row's lock keeps two from making a
-page twice. It issues no SQL (`app.store.crawls`).
+Each tick begins the rounds of re-crawls that came due, then, for each running crawl:
+reads a few of the listings it found (robots.txt, sitemaps, feeds, llms.txt:
+`app.fetch.listing_reader`) and adds what they name to its frontier
+(`app.rules.crawl_finds`); makes jobs of its next pages, up to a window of pending ones
+(`CrawlStore.expand`: however large a crawl, the claim sees its window, the rest waits in
+its frontier); ends its round once nothing is left. The pages are ordinary jobs, claimed,
+fetched and recorded by the worker; their links reach the frontier with their outcomes.
+Every worker runs one; the crawl row's lock keeps two from making a page twice. It issues
+no SQL (`app.store.crawls`).
 """
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from app.content.sitemaps import SiteListing
 from app.fetch.listing_reader import ListingReader
@@ -54,9 +57,15 @@ class CrawlRules:
 
 class Crawler:
     def __init__(
-        self, store: CrawlStore, reader: ListingReader, rules: CrawlRules, worker_id: str
+        self,
+        store: CrawlStore,
+        reader: ListingReader,
+        rules: CrawlRules,
+        worker_id: str,
+        clock: Callable[[], datetime],
     ) -> None:
         self.store = store
+        self.clock = clock
         self.reader = reader
         self.rules = rules
         self.worker_id = worker_id
@@ -73,12 +82,20 @@ class Crawler:
         self.loop.notify()
 
     async def tick(self) -> float:
+        if begun := await self.store.start_due_rounds():
+            log.info("crawler %s: %s of re-crawls begun", self.worker_id, counted(begun, "round"))
         running = await self.store.running()
         for crawl in running:
             if self.loop.stopping.is_set():
                 break
             await self._advance(crawl)
-        return self.rules.interval_seconds if running else self.rules.idle_seconds
+        if running:
+            return self.rules.interval_seconds
+        next_round = await self.store.next_round_at()
+        if next_round is None:
+            return self.rules.idle_seconds
+        until = (next_round - self.clock()).total_seconds()
+        return min(self.rules.idle_seconds, max(until, 0.0))
 
     async def _advance(self, crawl: Crawl) -> None:
         listings = await self.store.listings(crawl.id, LISTINGS_PER_TICK)

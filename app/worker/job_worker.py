@@ -326,8 +326,11 @@ class Worker:
             outcome = policy.settle(
                 lease, result, int(took * 1000), self.clock(), self.retry, self.rand
             )
-            if isinstance(outcome, Succeeded) and self.crawl_pages is not None:
-                outcome = await self.crawl_pages.with_finds(outcome)
+            if lease.crawl is not None and self.crawl_pages is not None:
+                if isinstance(outcome, Succeeded):
+                    outcome = await self.crawl_pages.with_finds(outcome)
+                elif isinstance(outcome, Confirmed):
+                    outcome = await self.crawl_pages.with_stored_finds(outcome)
         except asyncio.CancelledError:
             self._unsettled -= 1
             if lease not in self._abandoned:

@@ -322,3 +322,76 @@ async def test_a_crawl_resumes_after_a_restart_with_nothing_lost(
     assert ("completed", 31) == (done["status"], done["counts"]["succeeded"])
     assert [1] * 29 == [web.count(f"/s/{i}") for i in range(1, 30)]
     assert 1 <= web.count("/s/0") <= 2
+
+
+async def test_a_re_crawl_reports_new_changed_and_removed_pages(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """A crawl with refresh_every: its first round finds /, /a, /b and /d; the site then
+    changes (/a's text, /c linked and new, /b gone with 410, /d no longer linked) and the
+    next round, begun by POST /crawls/{id}/refresh, reports /c new, / and /a changed, /b
+    and /d removed; the removed pages keep their content. Cancelled between rounds, no
+    round begins again."""
+    for path in ("/robots.txt", "/sitemap.xml", "/llms.txt"):
+        web.script(path, Reply(404, b"", TEXT))
+    web.script("/", page("Home", "/a", "/b", "/d"))
+    web.script("/a", page("A first"))
+    web.script("/b", page("B"))
+    web.script("/d", page("D"))
+    async with running_app(make_settings(refresh_min_seconds=1)) as (_, client):
+        # A round a day, begun again by hand: the site changes between rounds, never during.
+        crawl = await start(client, web.url("/"), refresh_every=86400, sitemap="skip")
+
+        async def report(number: int) -> dict[str, Any] | None:
+            answer = await client.get(f"/crawls/{crawl['id']}/rounds/{number}")
+            return answer.json() if answer.status_code == 200 else None
+
+        first = await eventually(lambda: report(1), timeout=30)
+        web.script("/", page("Home", "/a", "/b", "/c"))
+        web.script("/a", page("A second"))
+        web.script("/b", Reply(410, b"gone", TEXT))
+        web.script("/c", page("C"))
+        again = await client.post(f"/crawls/{crawl['id']}/refresh")
+        second = await eventually(lambda: report(2), timeout=30)
+        between = (await client.get(f"/crawls/{crawl['id']}")).json()
+        cancelled = await client.post(f"/crawls/{crawl['id']}/cancel")
+        jobs = {job["url"]: job for job in await pages(client, crawl["id"])}
+        kept = await client.get(f"/jobs/{jobs[web.url('/d')]['id']}/text")
+    urls = {
+        key: sorted(path.removeprefix(web.base_url) for path in paths)
+        for key, paths in second["pages"].items()
+    }
+    assert {"new": 4, "changed": 0, "removed": 0} == first["counts"]
+    assert {"new": ["/c"], "changed": ["/", "/a"], "removed": ["/b", "/d"]} == urls
+    assert 200 == again.status_code
+    assert (2, "completed") == (between["round"], between["status"])
+    assert between["next_round_at"] is not None
+    assert (200, "cancelled", None) == (
+        cancelled.status_code,
+        cancelled.json()["status"],
+        cancelled.json()["next_round_at"],
+    )
+    assert ("dead", "gone") == (jobs[web.url("/b")]["status"], jobs[web.url("/b")]["dead_reason"])
+    assert "D has words enough" in kept.text
+
+
+async def test_a_re_crawl_begins_its_rounds_on_schedule(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """refresh_every 1: rounds follow each other without a hand; a site that did not change
+    reports nothing new, changed or removed, and each page is fetched once a round."""
+    for path in ("/robots.txt", "/sitemap.xml", "/llms.txt"):
+        web.script(path, Reply(404, b"", TEXT))
+    web.script("/", page("Home", "/a"))
+    web.script("/a", page("A"))
+    async with running_app(make_settings(refresh_min_seconds=1)) as (_, client):
+        crawl = await start(client, web.url("/"), refresh_every=1, sitemap="skip")
+
+        async def second() -> dict[str, Any] | None:
+            answer = await client.get(f"/crawls/{crawl['id']}/rounds/2")
+            return answer.json() if answer.status_code == 200 else None
+
+        report = await eventually(second, timeout=30)
+        await client.post(f"/crawls/{crawl['id']}/cancel")
+    assert {"new": 0, "changed": 0, "removed": 0} == report["counts"]
+    assert web.count("/a") >= 2

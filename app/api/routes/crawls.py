@@ -19,7 +19,7 @@ from app.model import DEFAULT_TENANT, CrawlOptions, NewCrawl
 from app.rules.crawl_scope import Scope
 from app.rules.url_key import url_key
 from app.store.crawls import Crawl, CrawlEnded, CrawlNotFound, CrawlStore
-from app.wire.crawls import CrawlList, CrawlOut, FoundUrlOut, FoundUrlPage
+from app.wire.crawls import CrawlList, CrawlOut, FoundUrlOut, FoundUrlPage, RoundOut
 
 router = APIRouter(prefix="/crawls", tags=["crawls"], responses=responses(401))
 
@@ -71,6 +71,13 @@ async def start_crawl(
             body.limit,
             f"limit must be at most {settings.crawl_max_pages} (INGEST_CRAWL_MAX_PAGES)",
         )
+    if body.refresh_every is not None and body.refresh_every < settings.refresh_min_seconds:
+        raise _refuse(
+            ("body", "refresh_every"),
+            body.refresh_every,
+            f"refresh_every must be at least {settings.refresh_min_seconds} seconds "
+            "(INGEST_REFRESH_MIN_SECONDS)",
+        )
     if not body.robots_txt and not settings.crawl_may_ignore_robots_txt:
         raise _refuse(
             ("body", "robots_txt"),
@@ -88,6 +95,7 @@ async def start_crawl(
         feeds=body.feeds,
         llms_txt=body.llms_txt,
         robots_txt=body.robots_txt,
+        refresh_every=body.refresh_every,
         priority=body.priority,
         max_attempts=body.max_attempts or settings.max_attempts,
         metadata=body.metadata,
@@ -174,10 +182,44 @@ async def list_crawl_urls(
     )
 
 
+@router.get("/{crawl_id}/rounds/{round_number}", name="get_crawl_round", responses=responses(404))
+async def get_crawl_round(
+    crawl_id: CrawlId,
+    round_number: Annotated[int, Path(ge=1, le=2**31 - 1, description="1 for the first.")],
+    crawls: CrawlsDep,
+    caller: CallerDep,
+) -> RoundOut:
+    """What a round of the crawl found once it ended: the pages new in it, those whose
+    content changed (a refresh stored a new version), and those removed (not found again
+    by any route, or gone: 404 or 410). 404 until the round has ended."""
+    crawl = await _crawl(crawls, crawl_id, caller.tenant)
+    report = await crawls.round(crawl.id, round_number)
+    if report is None:
+        raise HTTPException(404, f"crawl {crawl_id} has not ended a round {round_number}")
+    return RoundOut.of(report)
+
+
+@router.post("/{crawl_id}/refresh", name="refresh_crawl", responses=responses(404, 409))
+async def refresh_crawl(
+    crawl_id: CrawlId, crawls: CrawlsDep, runtime: RuntimeDep, caller: CallerDep
+) -> CrawlOut:
+    """Crawl a completed crawl's site again now, as a new round (its listings read again,
+    its known pages fetched again as conditional refreshes, new links followed), whether or
+    not it has `refresh_every`. 409 while it runs, or once cancelled."""
+    crawl = await _crawl(crawls, crawl_id, caller.tenant)
+    try:
+        crawl = await crawls.refresh(crawl.id, caller.tenant)
+    except CrawlEnded as exc:
+        raise HTTPException(409, str(exc)) from None
+    runtime.crawl_submitted()
+    return CrawlOut.of(crawl, await crawls.counts(crawl.id))
+
+
 @router.post("/{crawl_id}/cancel", name="cancel_crawl", responses=responses(404, 409))
 async def cancel_crawl(crawl_id: CrawlId, crawls: CrawlsDep, caller: CallerDep) -> CrawlOut:
-    """Cancel a running crawl: its pending pages are cancelled, the pages it found but had
-    not made jobs of are cut, running pages finish. 409 once it has ended."""
+    """Cancel a running crawl (or a re-crawl between rounds): its pending pages are
+    cancelled, the pages it found but had not made jobs of are cut, running pages finish,
+    no round begins again. 409 once it has ended."""
     crawl = await _crawl(crawls, crawl_id, caller.tenant)
     try:
         crawl = await crawls.cancel(crawl.id, caller.tenant)

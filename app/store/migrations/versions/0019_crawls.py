@@ -1,6 +1,6 @@
 """Crawls: crawls, their frontier (crawl_urls, one row per URL a crawl found, keyed by
-crawl, kind and URL key), their tallies, jobs' crawl_id, crawl_depth and found_on, and each
-content version's links
+crawl, kind and URL key), their tallies and rounds, jobs' crawl_id, crawl_depth and
+found_on, and each content version's links
 
 Existing rows stay as they are: no job belongs to a crawl, no version has links (null).
 
@@ -34,6 +34,10 @@ def upgrade() -> None:
         sa.Column("seeds", sa.JSON(), nullable=False),
         sa.Column("options", sa.JSON(), nullable=False),
         sa.Column("made", sa.Integer(), nullable=False, server_default=sa.text("0")),
+        sa.Column("refresh_every", sa.Integer(), nullable=True),
+        sa.Column("round", sa.Integer(), nullable=False, server_default=sa.text("1")),
+        sa.Column("round_started_at", sa.DateTime(), nullable=False),
+        sa.Column("next_round_at", sa.DateTime(), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.Column("finished_at", sa.DateTime(), nullable=True),
@@ -45,6 +49,13 @@ def upgrade() -> None:
         ["updated_at"],
         postgresql_where=sa.text("status = 'running'"),
         sqlite_where=sa.text("status = 'running'"),
+    )
+    op.create_index(
+        "ix_crawls_next_round",
+        "crawls",
+        ["next_round_at"],
+        postgresql_where=sa.text("next_round_at IS NOT NULL"),
+        sqlite_where=sa.text("next_round_at IS NOT NULL"),
     )
     op.create_table(
         "crawl_urls",
@@ -63,6 +74,8 @@ def upgrade() -> None:
         sa.Column("found_on", sa.Text(), nullable=True),
         sa.Column("lastmod", sa.String(40), nullable=True),
         sa.Column("job_id", sa.String(36), nullable=True),
+        sa.Column("first_round", sa.Integer(), nullable=True),
+        sa.Column("round", sa.Integer(), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
     )
     op.create_index(
@@ -71,6 +84,20 @@ def upgrade() -> None:
         ["crawl_id", "kind", "depth"],
         postgresql_where=_NEW,
         sqlite_where=_NEW,
+    )
+    op.create_table(
+        "crawl_rounds",
+        sa.Column(
+            "crawl_id",
+            sa.String(36),
+            sa.ForeignKey("crawls.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        sa.Column("round", sa.Integer(), primary_key=True),
+        sa.Column("started_at", sa.DateTime(), nullable=False),
+        sa.Column("finished_at", sa.DateTime(), nullable=False),
+        sa.Column("counts", sa.JSON(), nullable=False),
+        sa.Column("pages", sa.JSON(), nullable=False),
     )
     op.create_table(
         "crawl_tallies",
@@ -104,5 +131,6 @@ def downgrade() -> None:
     for column in ("found_on", "crawl_depth", "crawl_id"):
         op.drop_column("jobs", column)  # SQLite 3.35+ drops columns in place
     op.drop_table("crawl_tallies")
+    op.drop_table("crawl_rounds")
     op.drop_table("crawl_urls")
     op.drop_table("crawls")
