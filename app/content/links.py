@@ -11,10 +11,9 @@ read for its text), and past `max_links` links are counted, not kept. Must run b
 anything is dropped from the tree (`app.content.html`).
 """
 
+import functools
 from dataclasses import dataclass
-from urllib.parse import urljoin
-
-import httpx
+from urllib.parse import urljoin, urlsplit
 
 # lxml ships no type information: its elements are typed `Any` here, at our boundary.
 from lxml import etree
@@ -108,10 +107,37 @@ def _resolved(href: str | None, base: str | None) -> str | None:
         return None
     href = href.strip(_HTML_WHITESPACE).translate(_TABS_AND_NEWLINES)
     try:
-        absolute = urljoin(base, href) if base else href
+        absolute = _joined(base, href) if base else href
     except ValueError:  # a malformed authority (`http://[x`)
         return None
     return absolute if absolute[:8].lower().startswith(("http://", "https://")) else None
+
+
+def _joined(base: str, href: str) -> str:
+    """`urljoin(base, href)`, without its parse for the links most pages hold: absolute ones
+    and those from the root (their dot segments are removed by the key, as urljoin would)."""
+    # An IP literal, which urljoin checks; dot segments, which it removes as httpx does not.
+    if "[" in href or "]" in href or "/." in href:
+        return urljoin(base, href)
+    if href[:8].lower().startswith(("http://", "https://")):
+        return href
+    if href.startswith("/"):
+        scheme, origin = _origin(base)
+        if href.startswith("//"):
+            # Without a host after it (`//`, `///x`), urljoin reads it otherwise.
+            return (
+                f"{scheme}:{href}" if href[2:3] not in ("", "/", "?", "#") else urljoin(base, href)
+            )
+        if origin:
+            return origin + href
+    return urljoin(base, href)
+
+
+@functools.lru_cache(maxsize=64)
+def _origin(base: str) -> tuple[str, str]:
+    """The scheme of `base`, and its origin (`scheme://authority`, "" without one)."""
+    parts = urlsplit(base)
+    return parts.scheme, f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
 
 
 def _target(href: str | None, base: str | None) -> tuple[str, bytes] | None:
@@ -128,11 +154,20 @@ def _target(href: str | None, base: str | None) -> tuple[str, bytes] | None:
 def _normalized(absolute: str) -> tuple[str, bytes] | None:
     """The URL key of `absolute` and its host (IDNA, lower case); None if it names no host."""
     try:
-        parsed = httpx.URL(absolute)
-        key = url_key(parsed)
-    except (httpx.InvalidURL, ValueError):
+        key = url_key(absolute)
+    except ValueError:
         return None
-    return (key, parsed.raw_host) if parsed.raw_host else None
+    host = _host_of(key)
+    return (key, host.encode("ascii")) if host else None
+
+
+def _host_of(key: str) -> str:
+    """The host of a URL key (`scheme://[user@]host[:port]/...`), as the key writes it."""
+    authority = key.partition("://")[2].split("/", 1)[0].split("?", 1)[0]
+    host = authority.rpartition("@")[2]
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.partition(":")[0]
 
 
 def _site(host: bytes) -> bytes:

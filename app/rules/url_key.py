@@ -79,6 +79,8 @@ def url_key(url: str | httpx.URL) -> str:
     """The key of `url` (a URL string, or one httpx parsed). ValueError if httpx cannot
     parse it; the API checks a URL before (`app.fetch.urls.job_url`)."""
     if not isinstance(url, httpx.URL):
+        if (plain := _plain_key(url)) is not None:
+            return plain
         try:
             url = httpx.URL(url)
         except httpx.InvalidURL as exc:
@@ -95,6 +97,45 @@ def url_key(url: str | httpx.URL) -> str:
     key = f"{url.scheme}://{authority}{_dot_segments_removed(_escapes(path)).decode('ascii')}"
     query = _query(url.query)
     return f"{key}?{query}" if query else key
+
+
+# An http(s) URL whose every part httpx would take as it is written: a host of letters,
+# digits, dots and dashes, no user, and a path and query of characters httpx does not escape
+# (no space, quote, bracket, non-ASCII). Character classes only: linear on any input.
+_PLAIN_URL = re.compile(
+    r"([hH][tT][tT][pP][sS]?)://([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?"
+    r"([/?#][A-Za-z0-9\-._~!$&'()*+,;=:@/?#%]*)?"
+)
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _plain_key(url: str) -> str | None:
+    """`url_key` of a plain URL (`_PLAIN_URL`), from its text, as httpx would have parsed it
+    (a page's links are keyed by the hundred: httpx's parse is most of a key's cost); None
+    for any other URL, which httpx parses."""
+    match = _PLAIN_URL.fullmatch(url)
+    if match is None or (b"%" in url.encode() and _BAD_ESCAPE.search(url)):
+        return None
+    scheme, host, port, rest = match.groups()
+    host = host.lower()
+    # Dotted numbers are IPv4 addresses httpx checks; an empty label is no host.
+    if host[-1].isdigit() or not host.strip(".") or ".." in host:
+        return None
+    scheme = scheme.lower()
+    authority = host
+    if port is not None:
+        number = int(port)
+        if number > 65535:
+            return None
+        if number != _DEFAULT_PORTS[scheme]:
+            authority += f":{number}"
+    raw = (rest or "").split("#", 1)[0].encode("ascii")
+    path, _, query = raw.partition(b"?")
+    if b"/." in path:  # dot segments: httpx's removal of them is its own (`/a/.` is `/a`)
+        return None
+    key = f"{scheme}://{authority}{_dot_segments_removed(_escapes(path or b'/')).decode('ascii')}"
+    kept = _query(query)
+    return f"{key}?{kept}" if kept else key
 
 
 def domain_of(url: httpx.URL) -> str:

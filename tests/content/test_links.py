@@ -1,7 +1,11 @@
 """app.content.links: a page's links and feeds, resolved, normalized, bounded; and extract()
 returning them with the page."""
 
+from urllib.parse import urljoin
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from lxml.html import document_fromstring
 
 from app.content.extract import PARSE_MAX_CHARS, ExtractionLimits, extract
@@ -11,10 +15,12 @@ from app.content.links import (
     TEXT_MAX_CHARS,
     URL_MAX_CHARS,
     PageLinks,
+    _joined,
     page_links,
 )
 from app.fetch.urls import MAX_URL_LENGTH
 from app.model import PageLink
+from app.rules.url_key import url_key
 
 PAGE = "https://example.com/dir/page.html"
 
@@ -420,3 +426,26 @@ def test_other_types_have_no_links(body: bytes, content_type: str) -> None:
     """JSON, XML and plain text documents have no links."""
     document = extract(body, content_type, url="https://example.com/")
     assert ((), (), 0) == (document.links, document.feeds, document.links_cut)
+
+
+@given(
+    base=st.sampled_from(
+        ["https://example.com/a/b.html?q=1", "http://user@h.org:8080/x/", "https://h.org"]
+    ),
+    href=st.one_of(
+        st.text(alphabet="/.?#=&abAB%2", max_size=20),
+        st.builds(lambda t: "//" + t, st.text(alphabet="a.b/c", min_size=1, max_size=12)),
+        st.builds(lambda t: "HTTP://h.org/" + t, st.text(alphabet="a./?#", max_size=12)),
+    ),
+)
+def test_a_link_joined_the_quick_way_has_urljoins_key(base: str, href: str) -> None:
+    """`_joined` (absolute links and links from the root without urljoin's parse) gives the
+    key urljoin's result has."""
+
+    def key(url: str) -> str | None:
+        try:
+            return url_key(url)
+        except ValueError:
+            return None
+
+    assert key(urljoin(base, href)) == key(_joined(base, href))

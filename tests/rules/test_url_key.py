@@ -3,8 +3,10 @@ stay apart because they may name other pages."""
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from app.rules.url_key import TRACKING, url_hash, url_key
+from app.rules.url_key import TRACKING, _plain_key, url_hash, url_key
 
 SAME = [
     # Scheme and host in any case.
@@ -110,3 +112,49 @@ def test_the_digest_is_a_signed_64_bit_integer_of_the_key() -> None:
 def test_tracking_names_are_lower_case() -> None:
     """Matched against a lower-cased name, so each must be written in lower case."""
     assert {name.lower() for name in TRACKING} == TRACKING
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com/a/.",
+        "https://example.com/a/b/..",
+        "https://example.com/a/./b",
+        "HTTP://Example.com:80/%7e?utm_source=x&b=1#f",
+        "https://example.com:443",
+        "https://example.com?b=2&a=1",
+        "https://example.com/%2e%2e/a",
+        "https://example.com/a%2fb/",
+    ],
+)
+def test_a_plain_url_is_keyed_as_httpx_parses_it(url: str) -> None:
+    """The key of a URL's text is the key of the URL httpx parsed (as the API keys a job),
+    dot segments and escapes included."""
+    assert url_key(httpx.URL(url)) == url_key(url)
+
+
+_PLAIN_PARTS = st.text(alphabet="aZ09-._~!$&'()*+,;=:@/?#%2e", max_size=30)
+
+
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTP", "Https"]),
+    host=st.from_regex(r"[A-Za-z0-9.-]{1,20}", fullmatch=True),
+    port=st.one_of(st.none(), st.integers(0, 99999)),
+    rest=st.one_of(
+        st.just(""), st.builds(lambda c, t: c + t, st.sampled_from("/?#"), _PLAIN_PARTS)
+    ),
+)
+def test_a_plain_url_is_keyed_as_httpx_would_parse_it(
+    scheme: str, host: str, port: int | None, rest: str
+) -> None:
+    """The key read from a plain URL's text (`_plain_key`, the quick way a page's links are
+    keyed) is the key of the URL as httpx parses it, or there is none and httpx decides."""
+    url = f"{scheme}://{host}{'' if port is None else f':{port}'}{rest}"
+    quick = _plain_key(url)
+    if quick is None:
+        return
+    try:
+        parsed = url_key(httpx.URL(url))
+    except ValueError:
+        parsed = None
+    assert parsed == quick
