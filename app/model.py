@@ -212,6 +212,8 @@ class FrontierState(StrEnum):
     """A listing that could not be read (its error counted)."""
     CUT = "cut"
     """Left when the crawl reached its `limit`, or ended (cancelled)."""
+    ROBOTS = "robots"
+    """A page robots.txt disallows (as kept when its job was to be made): never made a job."""
     CANONICAL = "canonical"
     """Named canonical by a page fetched under another URL: that page is this one, and it is
     not fetched again."""

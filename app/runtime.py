@@ -224,6 +224,7 @@ class Runtime:
                 views.crawls,
                 worker.id,
                 clock,
+                robots,
             )
             runtime.maintenance = Maintenance(
                 MaintenanceStore(beside),

@@ -153,6 +153,18 @@ class RobotsTxt:
             return RobotsCheck(rules)
         return RobotsCheck(refusal(rules, url, self.token), rules if fresh else None)
 
+    def known_to_disallow(self, url: str) -> bool:
+        """Whether the robots.txt kept for `url`'s origin disallows it; False when none is
+        kept (not read yet by this process, or expired: the fetch asks). A read only: safe
+        from another thread than the loop's (a crawl's expansion runs in SQLite's writer)."""
+        try:
+            kept = self._kept.get(_robots_url(url))
+        except (httpx.InvalidURL, ValueError):
+            return False
+        if kept is None or kept.until <= self.clock():
+            return False
+        return not kept.rules.allows(url, self.token)
+
     async def _read_and_keep(self, robots_url: str) -> RobotsRules | Failure:
         try:
             try:

@@ -25,6 +25,7 @@ from app.model import (
     CrawlMode,
     CrawlOptions,
     CrawlStatus,
+    DeadReason,
     Finds,
     FoundVia,
     FrontierState,
@@ -89,7 +90,7 @@ class Crawl:
 @dataclass(frozen=True)
 class CrawlCounts:
     pages: dict[str, int]
-    """Its jobs by status."""
+    """Its jobs by status, and `dead_robots`: of the dead, those robots.txt disallowed."""
     found: dict[str, int]
     """Pages found, by `FrontierState`."""
     listings: dict[str, int]
@@ -272,9 +273,9 @@ class CrawlStore:
 
     async def counts(self, crawl_id: str) -> CrawlCounts:
         pages = (
-            sa.select(jobs.c.status, sa.func.count())
+            sa.select(jobs.c.status, jobs.c.dead_reason, sa.func.count())
             .where(jobs.c.crawl_id == crawl_id)
-            .group_by(jobs.c.status)
+            .group_by(jobs.c.status, jobs.c.dead_reason)
         )
         found = (
             sa.select(crawl_urls.c.kind, crawl_urls.c.state, sa.func.count())
@@ -287,14 +288,18 @@ class CrawlStore:
             .group_by(crawl_tallies.c.name)
         )
         async with self.db.read() as conn:
-            by_status = {status: n for status, n in await conn.execute(pages)}
+            by_status: Counter[str] = Counter()
+            for status, reason, n in await conn.execute(pages):
+                by_status[status] += n
+                if reason == DeadReason.ROBOTS.value:
+                    by_status["dead_robots"] += n
             states = (await conn.execute(found)).all()
             tallies = {name: int(n) for name, n in await conn.execute(left_out)}
         pages_found: Counter[str] = Counter()
         listings: Counter[str] = Counter()
         for kind, state, n in states:
             (pages_found if kind == UrlKind.PAGE.value else listings)[state] += n
-        return CrawlCounts(by_status, dict(pages_found), dict(listings), tallies)
+        return CrawlCounts(dict(by_status), dict(pages_found), dict(listings), tallies)
 
     async def found(
         self, crawl_id: str, after: int | None = None, limit: int = 1000
@@ -429,19 +434,24 @@ class CrawlStore:
                 self.db.backend.inserts(crawl_urls, found, skip_existing=True).run(conn)
                 hashes = sorted({row["url_hash"] for row in found})
                 conn.execute(FOUND, {"crawl": listing.crawl_id, "hashes": hashes})
+                # A page a link found first is as near as a listing's pages once it names it.
+                conn.execute(_NEARER, {"crawl": listing.crawl_id, "hashes": hashes})
             if tallies:
                 conn.execute(sa.insert(crawl_tallies), tallies)
 
         await self.db.transact(write)
 
-    async def expand(self, crawl: Crawl, window: int) -> int:
+    async def expand(
+        self, crawl: Crawl, window: int, disallowed: Callable[[str], bool] = lambda _: False
+    ) -> int:
         """Make jobs of the crawl's next pages found, nearest first, until it has `window`
         pending or has made `limit`; a page made a job of in an earlier round is fetched
-        again instead, as a refresh. How many it queued. Under the crawl row's lock, so two
-        loops never make a page twice."""
+        again instead, as a refresh; one `disallowed` (by robots.txt) is left, `robots`. How
+        many it queued. Under the crawl row's lock, so two loops never make a page twice."""
         now = self.clock()
         options = crawl.options
         backend = self.db.backend
+        obeys = options.robots_txt
 
         def make(conn: sa.Connection) -> int:
             locked = conn.execute(
@@ -459,6 +469,14 @@ class CrawlStore:
             known = conn.execute(_next_pages(crawl.id, room, known=True)).all()
             room = min(room - len(known), options.limit - locked.made)
             fresh = conn.execute(_next_pages(crawl.id, room, known=False)).all() if room > 0 else []
+            if obeys:
+                refused = [page for page in [*known, *fresh] if disallowed(page.url)]
+                if refused:
+                    params = [{"c": crawl.id, "h": page.url_hash} for page in refused]
+                    backend.updates(_DISALLOWED, params).run(conn)
+                    out = {page.url_hash for page in refused}
+                    known = [page for page in known if page.url_hash not in out]
+                    fresh = [page for page in fresh if page.url_hash not in out]
             if not known and not fresh:
                 return 0
             if known:
@@ -574,6 +592,15 @@ class CrawlStore:
         return await self.db.transact(finish)
 
 
+_DISALLOWED = (
+    sa.update(crawl_urls)
+    .where(
+        crawl_urls.c.crawl_id == sa.bindparam("c"),
+        crawl_urls.c.kind == UrlKind.PAGE.value,
+        crawl_urls.c.url_hash == sa.bindparam("h"),
+    )
+    .values(state=FrontierState.ROBOTS.value)
+)
 _QUEUED = (
     sa.update(crawl_urls)
     .where(
@@ -583,6 +610,20 @@ _QUEUED = (
     )
     .values(state=FrontierState.QUEUED.value, job_id=sa.bindparam("j"))
 )
+
+
+_NEARER = (
+    sa.update(crawl_urls)
+    .where(
+        crawl_urls.c.crawl_id == sa.bindparam("crawl"),
+        crawl_urls.c.kind == UrlKind.PAGE.value,
+        crawl_urls.c.url_hash.in_(sa.bindparam("hashes", expanding=True)),
+        crawl_urls.c.state == FrontierState.NEW.value,
+        crawl_urls.c.depth > 0,
+    )
+    .values(depth=0)
+)
+"""Pages of a listing's (at depth 0) found before by links, not yet made jobs of."""
 
 
 def _end(crawl_id: str, status: CrawlStatus, now: datetime) -> sa.Update:

@@ -32,6 +32,10 @@ class CrawlCountsOut(BaseModel):
     dead: int
     cancelled: int
     cut: int = Field(description="Pages found but never made jobs of: past `limit`, or cancelled.")
+    robots: int = Field(
+        description="Pages robots.txt disallows: left out as it was known when they were to "
+        "be made jobs of, or jobs that found it when fetched (dead, reason `robots`)."
+    )
     canonical: int = Field(
         description="URLs a fetched page named as its canonical: the same page, not fetched again."
     )
@@ -57,6 +61,7 @@ class CrawlCountsOut(BaseModel):
             dead=pages.get("dead", 0),
             cancelled=pages.get("cancelled", 0),
             cut=found.get("cut", 0),
+            robots=found.get("robots", 0) + pages.get("dead_robots", 0),
             canonical=found.get("canonical", 0),
             listings_read=counts.listings.get("read", 0),
             listings_failed=counts.listings.get("failed", 0),

@@ -19,6 +19,7 @@ from datetime import datetime
 
 from app.content.sitemaps import SiteListing
 from app.fetch.listing_reader import ListingReader
+from app.fetch.robots_reader import RobotsTxt
 from app.model import CrawlMode, Failure, Finds
 from app.rules.crawl_finds import listing_finds, scope_of
 from app.rules.crawl_scope import Scope
@@ -63,9 +64,13 @@ class Crawler:
         rules: CrawlRules,
         worker_id: str,
         clock: Callable[[], datetime],
+        robots: RobotsTxt | None = None,
     ) -> None:
+        """`robots`: the worker's robots.txt reader, whose rules kept leave a crawl's pages
+        they disallow out of its jobs (none when absent: each fetch asks)."""
         self.store = store
         self.clock = clock
+        self.robots = robots
         self.reader = reader
         self.rules = rules
         self.worker_id = worker_id
@@ -103,7 +108,9 @@ class Crawler:
             scope = scope_of(crawl.seeds, crawl.options)
             await asyncio.gather(*(self._read(crawl, scope, listing) for listing in listings))
         if crawl.mode is CrawlMode.CRAWL:
-            await self.store.expand(crawl, self.rules.window)
+            robots = self.robots
+            disallowed = robots.known_to_disallow if robots is not None else _never
+            await self.store.expand(crawl, self.rules.window, disallowed)
         if await self.store.finish_if_done(crawl):
             log.info("crawler %s: crawl %s completed", self.worker_id, crawl.id)
 
@@ -131,6 +138,10 @@ class Crawler:
                 counted(len(finds.urls), "URL"),
             )
         await self.store.listing_read(listing, finds, failed=False)
+
+
+def _never(_: str) -> bool:
+    return False
 
 
 def _finds(crawl: Crawl, scope: Scope, listing: Listing, read: SiteListing) -> Finds:
