@@ -1,8 +1,10 @@
 """Claim benchmark: does a claim cost the same with 1,000 and with 1,000,000 finished jobs,
-and with 1,000 and 1,000,000 rows in the `domains` table?
+with 1,000 and 1,000,000 rows in the `domains` table, and beside a crawl whose frontier holds
+1,000,000 pages not yet made jobs of?
 
     python -m bench.claim --backend both --terminal 1000,1000000 --pending 1000 --repeats 200
     python -m bench.claim --backend both --terminal 1000 --domain-rows 1000,1000000
+    python -m bench.claim --backend both --terminal 1000 --frontier 0,1000000
 
 For each backend: a fresh database and `--pending` pending jobs (JobStore.submit); then
 terminal rows (nine in ten succeeded, one in ten dead, all older than the pending jobs) are
@@ -10,7 +12,9 @@ added by one INSERT ... SELECT inside the database, up to each size in turn. The
 largest of those, the `domains` table is filled up to each of `--domain-rows` in turn with
 rows of hosts that have no job left (as one-job-per-host submits leave them until retention
 deletes them): each fetched once long ago, one in 1,000 paused for a day after a streak of
-failures (then ANALYZE on PostgreSQL, as autovacuum would). At each size:
+failures (then ANALYZE on PostgreSQL, as autovacuum would). Then a running crawl's frontier
+(`crawl_urls`) is filled up to each of `--frontier` in turn with pages found and waiting,
+as a crawl of a large site holds them beside its window of pending jobs. At each size:
 
 - claim: `Queue.claim(worker, 32, now, 60)`; then (untimed) the 32 jobs are recorded as
   succeeded (`Queue.record`, one batch) and 32 new ones submitted, so the queue keeps its size
@@ -36,15 +40,16 @@ from sqlalchemy import event
 
 from app.clock import utc_now
 from app.fetch.urls import job_domain
-from app.model import Fetched, JobStatus, NewJob
+from app.model import CrawlMode, CrawlOptions, Fetched, JobStatus, NewCrawl, NewJob
 from app.part_settings import PartSettings
 from app.rules import policy
 from app.settings import Settings
+from app.store.crawls import CrawlStore
 from app.store.database import Database
 from app.store.jobs import JobStore
 from app.store.maintenance import MaintenanceStore
 from app.store.queue import Queue
-from app.store.tables import domains
+from app.store.tables import crawl_urls, domains
 from bench.harness import backends, drop_database, environment, fresh_database
 from bench.numbers import fmt, median, percentile, table
 from bench.workers import submit
@@ -152,6 +157,62 @@ async def add_orphan_domains(database: Database, size: int) -> int:
     return size
 
 
+FRONTIER_ROWS = {
+    "postgresql": """
+        INSERT INTO crawl_urls (crawl_id, kind, url_hash, url, state, depth, source, created_at)
+        SELECT :crawl, 'page', g, 'http://frontier.bench.invalid/page/' || g, 'new', 1, 'link',
+               CAST(:base AS timestamp)
+        FROM generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS g
+    """,
+    "sqlite": """
+        WITH RECURSIVE g(n) AS (SELECT :first UNION ALL SELECT n + 1 FROM g WHERE n < :last)
+        INSERT INTO crawl_urls (crawl_id, kind, url_hash, url, state, depth, source, created_at)
+        SELECT :crawl, 'page', n, 'http://frontier.bench.invalid/page/' || n, 'new', 1, 'link',
+               :base
+        FROM g
+    """,
+}
+"""Pages first..last of a crawl's frontier, found and waiting to be made jobs of."""
+
+
+async def add_frontier(database: Database, crawl_id: str | None, size: int) -> str | None:
+    """A running crawl (made at the first call) whose frontier holds `size` waiting pages;
+    its id. Its frontier only grows between calls."""
+    if not size:
+        return crawl_id
+    base = utc_now().replace(tzinfo=None)
+    if crawl_id is None:
+        crawl = await CrawlStore(database, utc_now).create(
+            NewCrawl(
+                "frontier",
+                ("http://frontier.bench.invalid/",),
+                CrawlMode.CRAWL,
+                CrawlOptions(limit=10_000_000, max_depth=10),
+            )
+        )
+        crawl_id = crawl.id
+    async with database.read() as conn:
+        have: int = (
+            await conn.execute(
+                sa.select(sa.func.count())
+                .select_from(crawl_urls)
+                .where(crawl_urls.c.crawl_id == crawl_id, crawl_urls.c.kind == "page")
+            )
+        ).scalar_one()
+    if have < size:
+        params: dict[str, Any] = {"crawl": crawl_id, "first": have + 1, "last": size}
+        params["base"] = (
+            base
+            if database.backend.name == "postgresql"
+            else (base.strftime("%Y-%m-%d %H:%M:%S.%f"))
+        )
+        statement = sa.text(FRONTIER_ROWS[database.backend.name])
+        await database.transact(lambda conn: conn.execute(statement, params))
+        if database.backend.name == "postgresql":
+            await database.transact(lambda conn: conn.execute(sa.text("ANALYZE crawl_urls")))
+    return crawl_id
+
+
 async def top_up(store: JobStore, count: int, first: int) -> None:
     """New pending jobs spread over `DOMAINS` domains (never fetched: this is no drain)."""
     urls = [f"http://d{i % DOMAINS}.bench.invalid/page/{i}" for i in range(first, first + count)]
@@ -257,7 +318,7 @@ async def measure(database: Database, args: Any) -> tuple[dict[str, list[float]]
 async def run(args: Any) -> tuple[list[list[str]], list[str]]:
     rows: list[list[str]] = []
     plans: list[str] = []
-    results: dict[tuple[str, int, int], dict[str, list[float]]] = {}
+    results: dict[tuple[str, int, int, int], dict[str, list[float]]] = {}
     for backend in backends(args.backend):
         url = await fresh_database(backend, DATABASE)
         database = Database(url)
@@ -265,20 +326,27 @@ async def run(args: Any) -> tuple[list[list[str]], list[str]]:
         loaded = 0
         # The terminal sizes at the domains the pending jobs name; then, at the largest
         # terminal size, the domain-row sizes.
-        steps = [(size, 0) for size in args.terminal]
-        steps += [(args.terminal[-1], size) for size in args.domain_rows]
-        for terminal, domain_rows in steps:
+        steps = [(size, 0, 0) for size in args.terminal]
+        steps += [(args.terminal[-1], size, 0) for size in args.domain_rows]
+        last_rows = args.domain_rows[-1] if args.domain_rows else 0
+        steps += [(args.terminal[-1], last_rows, size) for size in args.frontier]
+        crawl_id = None
+        for terminal, domain_rows, frontier in steps:
             started = time.perf_counter()
             if terminal > loaded:
                 await add_terminal_rows(database, loaded + 1, terminal)
                 loaded = terminal
             domain_rows = await add_orphan_domains(database, domain_rows)
+            crawl_id = await add_frontier(database, crawl_id, frontier)
             if args.analyze:
                 await database.transact(lambda conn: conn.execute(sa.text("ANALYZE")))
-            shape = f"{terminal:,} terminal rows, {domain_rows:,} domain rows"
+            shape = (
+                f"{terminal:,} terminal rows, {domain_rows:,} domain rows, "
+                f"{frontier:,} frontier rows"
+            )
             print(f"{backend}: {shape} in {time.perf_counter() - started:.1f}s", flush=True)
             found, plan = await measure(database, args)
-            results[backend, terminal, domain_rows] = found
+            results[backend, terminal, domain_rows, frontier] = found
             plans.append(f"{backend}, {shape}:\n{plan}")
             for operation, times in found.items():
                 print(
@@ -288,13 +356,14 @@ async def run(args: Any) -> tuple[list[list[str]], list[str]]:
                 )
         await database.dispose()
         await drop_database(backend, DATABASE)
-    for (backend, terminal, domain_rows), found in results.items():
+    for (backend, terminal, domain_rows, frontier), found in results.items():
         for operation, times in found.items():
             rows.append(
                 [
                     backend,
                     f"{terminal:,}",
                     f"{domain_rows:,}",
+                    f"{frontier:,}",
                     operation,
                     str(len(times)),
                     fmt(median(times), 2),
@@ -322,6 +391,13 @@ def main() -> None:
         help="rows in the domains table, ascending, measured at the largest terminal size"
         " (default none: only the 100 domains of the pending jobs)",
     )
+    parser.add_argument(
+        "--frontier",
+        type=lambda s: [int(n) for n in s.split(",")],
+        default=[],
+        help="pages waiting in a crawl's frontier, ascending, measured at the largest"
+        " terminal and domain-row sizes (default none)",
+    )
     parser.add_argument("--pending", type=int, default=1000, help="pending jobs (default 1000)")
     parser.add_argument("--repeats", type=int, default=200, help="claims per size (default 200)")
     parser.add_argument(
@@ -334,7 +410,16 @@ def main() -> None:
     began = time.monotonic()
     print(", ".join(f"{k} {v}" for k, v in asyncio.run(environment()).items()), flush=True)
     rows, plans = asyncio.run(run(args))
-    headers = ["backend", "terminal rows", "domain rows", "operation", "n", "median ms", "p99 ms"]
+    headers = [
+        "backend",
+        "terminal rows",
+        "domain rows",
+        "frontier rows",
+        "operation",
+        "n",
+        "median ms",
+        "p99 ms",
+    ]
     print("\n" + table(headers, rows))
     print("\nClaim query plans:\n\n" + "\n\n".join(plans))
     print(f"\ndone in {time.monotonic() - began:.0f}s")
