@@ -16,6 +16,7 @@ from fastapi_offline import FastAPIOffline
 
 import app as package
 from app.api import problems
+from app.api.dashboard import crawls as dashboard_crawls
 from app.api.dashboard import routes as dashboard
 from app.api.middleware.body_limit import BodyLimit
 from app.api.middleware.cross_site import CrossSiteGuard
@@ -104,6 +105,7 @@ def create_app(
     app.include_router(ops.router)
     app.include_router(domains.router, responses=problems.unavailable())
     app.include_router(dashboard.router)
+    app.include_router(dashboard_crawls.router)
     return app
 
 

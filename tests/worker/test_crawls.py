@@ -390,3 +390,29 @@ async def test_a_re_crawl_begins_its_rounds_on_schedule(
         await client.post(f"/crawls/{crawl['id']}/cancel")
     assert {"new": 0, "changed": 0, "removed": 0} == report["counts"]
     assert web.count("/a") >= 2
+
+
+async def test_the_dashboard_shows_crawls_and_cancels_one(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """/dashboard/crawls lists a crawl; its page shows its counts, its last round and its
+    pages, and a job's page names its crawl; the Cancel button cancels a crawl between
+    rounds, and the page then offers no button."""
+    site(web)
+    async with running_app(make_settings(refresh_min_seconds=1)) as (_, client):
+        crawl = await start(client, web.url("/"), refresh_every=86400)
+        await ended(client, crawl["id"])
+        listed = await client.get("/dashboard/crawls")
+        shown = await client.get(f"/dashboard/crawls/{crawl['id']}")
+        job = next(job for job in await pages(client, crawl["id"]) if job["url"] == web.url("/a"))
+        job_page = await client.get(f"/dashboard/jobs/{job['id']}")
+        cancelled = await client.post(f"/dashboard/crawls/{crawl['id']}/cancel")
+        after = await client.get(f"/dashboard/crawls/{crawl['id']}")
+        missing = await client.get("/dashboard/crawls/nope")
+    assert 200 == listed.status_code and f'data-crawl-id="{crawl["id"]}"' in listed.text
+    assert "5 succeeded" in shown.text
+    assert "Round 1" in shown.text and "5 new, 0 changed, 0 removed" in shown.text
+    assert f'href="/dashboard/crawls/{crawl["id"]}"' in job_page.text
+    assert 303 == cancelled.status_code
+    assert "s-cancelled" in after.text and "/cancel" not in after.text
+    assert 404 == missing.status_code

@@ -64,7 +64,7 @@ def presented_key(authorization: str) -> str | None:
     return None
 
 
-async def _guard(request: Request, runtime: RuntimeDep) -> None:
+async def guard(request: Request, runtime: RuntimeDep) -> None:
     if not runtime.keys:
         return
     key = presented_key(request.headers.get("authorization", "")) or ""
@@ -82,7 +82,7 @@ Back = Annotated[Literal["job"] | None, Query()]
 router = APIRouter(
     prefix="/dashboard",
     include_in_schema=False,
-    dependencies=[Depends(_guard)],
+    dependencies=[Depends(guard)],
     default_response_class=HTMLResponse,
 )
 
