@@ -550,7 +550,8 @@ class Settings(BaseSettings):
         ge=0,
         le=100_000,
         description="Distinct links kept of a page (GET /jobs/{id}/links, and what a crawl "
-        "follows); the rest are counted, not kept.",
+        "follows); the rest are counted, not kept. 0: no link is read (crawls then follow "
+        "none, and extraction saves their cost).",
     )
     crawl_max_pages: int = Field(
         10_000,

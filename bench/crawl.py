@@ -90,27 +90,38 @@ async def drain(serve: Serve, site: RunningSite, args: argparse.Namespace) -> di
 
 
 TIMELINE = ("waiting", "pending", "running", "succeeded", "dead")
-"""The counts each poll of a crawl keeps, with its time and how long the GET took."""
+"""The counts a crawl's timeline keeps, every COUNTS_SECONDS, with the time and how long the
+GET took."""
+COUNTS_SECONDS = 2.0
+"""How often the crawl's counts are read: GET /crawls/{id} counts its frontier and pages, a
+read that grows with the crawl (its status alone is polled every POLL_SECONDS, as the
+drain's GET /stats is)."""
 
 
 async def _until_ended(
     serve: Serve, crawl_id: str, started: float, timeout: float
 ) -> tuple[Any, list[list[float]]]:
-    """The crawl once ended, and its timeline: [seconds, GET ms, *TIMELINE counts] a poll."""
+    """The crawl once ended, and its timeline: [seconds, GET ms, *TIMELINE counts] every
+    COUNTS_SECONDS; its status polled every POLL_SECONDS (GET /crawls, without counts)."""
     timeline = []
+    counted = 0.0
     while True:
         serve.check_alive()
-        asked = time.monotonic()
-        crawl = await _json(serve, "GET", f"/crawls/{crawl_id}")
-        answered = time.monotonic()
-        counts = crawl["counts"]
-        timeline.append(
-            [answered - started, (answered - asked) * 1000, *(counts[k] for k in TIMELINE)]
-        )
-        if crawl["status"] != "running":
-            return crawl, timeline
-        if answered - started > timeout:
-            raise RuntimeError(f"crawl {crawl_id} still running after {timeout:g}s: {crawl}")
+        now = time.monotonic()
+        if now - counted >= COUNTS_SECONDS:
+            counted = now
+            crawl = await _json(serve, "GET", f"/crawls/{crawl_id}")
+            answered = time.monotonic()
+            counts = crawl["counts"]
+            timeline.append(
+                [answered - started, (answered - now) * 1000, *(counts[k] for k in TIMELINE)]
+            )
+        listed = await _json(serve, "GET", "/crawls?limit=1")
+        status = next(c["status"] for c in listed["items"] if c["id"] == crawl_id)
+        if status != "running":
+            return await _json(serve, "GET", f"/crawls/{crawl_id}"), timeline
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"crawl {crawl_id} still running after {timeout:g}s")
         await asyncio.sleep(POLL_SECONDS)
 
 

@@ -90,7 +90,8 @@ def main_content(document: str, url: str | None, caps: PageCaps, max_links: int)
         return MainContent(None, PageMetadata(), PageLinks())
     check_tree(tree, document, caps)
     metadata = page_metadata(tree, url)
-    links = page_links(tree, url, max_links)
+    # INGEST_LINKS_MAX_PER_PAGE=0 reads none: their cost is the operator's to decline.
+    links = page_links(tree, url, max_links) if max_links else PageLinks()
     if tree.find("body") is None:
         reparsed = _without_head(document)
         tree = tree if reparsed is None else reparsed

@@ -449,3 +449,10 @@ def test_a_link_joined_the_quick_way_has_urljoins_key(base: str, href: str) -> N
             return None
 
     assert key(urljoin(base, href)) == key(_joined(base, href))
+
+
+def test_no_link_is_read_when_none_is_kept() -> None:
+    """INGEST_LINKS_MAX_PER_PAGE=0: extraction reads no link (and counts none cut)."""
+    page = '<html><body><p>Text enough.</p><a href="/a">a</a><a href="/b">b</a></body></html>'
+    document = extract(page.encode(), "text/html", PAGE, ExtractionLimits(max_links=0))
+    assert ((), 0) == (document.links, document.links_cut)
