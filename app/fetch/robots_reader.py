@@ -37,6 +37,7 @@ from app.rules.robots import (
     rules_not_parsed,
     while_unreachable,
 )
+from app.rules.url_key import DEFAULT_PORTS, plain_url
 
 log = logging.getLogger("ingest.worker")
 
@@ -242,6 +243,11 @@ class RobotsTxt:
 
 def _robots_url(url: str) -> str:
     """The robots.txt of `url`'s origin (its scheme, host and port): also the cache's key."""
+    plain = plain_url(url)  # read from the text where httpx would read the same: every job asks
+    if plain is not None:
+        default = plain.port is None or plain.port == DEFAULT_PORTS[plain.scheme]
+        port = "" if default else f":{plain.port}"
+        return f"{plain.scheme}://{plain.host}{port}/robots.txt"
     return str(
         httpx.URL(url).copy_with(path="/robots.txt", query=None, fragment=None, userinfo=b"")
     )

@@ -13,6 +13,7 @@ must come with a migration that computes the stored keys again (as 0018 first di
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 import httpx
 
@@ -70,7 +71,7 @@ give two pages one key, and a unique submit of one the other's job."""
 
 _TRACKING = frozenset(name.encode() for name in TRACKING)
 _TRACKING_PREFIXES = tuple(prefix.encode() for prefix in TRACKING_PREFIXES)
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+DEFAULT_PORTS = {"http": 80, "https": 443}
 _ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -91,7 +92,7 @@ def url_key(url: str | httpx.URL) -> str:
     userinfo = _escapes(url.userinfo).decode("ascii")
     authority = f"{userinfo}@{host}" if userinfo else host
     # httpx drops a default port only when the scheme is written in lower case.
-    if url.port is not None and _DEFAULT_PORTS.get(url.scheme) != url.port:
+    if url.port is not None and DEFAULT_PORTS.get(url.scheme) != url.port:
         authority += f":{url.port}"
     path = url.raw_path.split(b"?", 1)[0]
     key = f"{url.scheme}://{authority}{_dot_segments_removed(_escapes(path)).decode('ascii')}"
@@ -109,32 +110,69 @@ _PLAIN_URL = re.compile(
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
-def _plain_key(url: str) -> str | None:
-    """`url_key` of a plain URL (`_PLAIN_URL`), from its text, as httpx would have parsed it
-    (a page's links are keyed by the hundred: httpx's parse is most of a key's cost); None
-    for any other URL, which httpx parses."""
+@dataclass(frozen=True, slots=True)
+class PlainUrl:
+    """A plain URL's parts as httpx would give them (`plain_url`)."""
+
+    scheme: str
+    """Lower case."""
+    host: str
+    """Lower case, ASCII (httpx's `raw_host`)."""
+    port: int | None
+    """As written; None for none."""
+    path: bytes
+    """httpx's `raw_path` up to its query: "/" for none."""
+    query: bytes | None
+    """None: no `?` at all; b"": a `?` and nothing after it."""
+
+    @property
+    def raw_path(self) -> bytes:
+        """httpx's `raw_path`: the path, and `?` and the query if there is one."""
+        return self.path if self.query is None else self.path + b"?" + self.query
+
+
+def plain_url(url: str) -> PlainUrl | None:
+    """The parts of `url` read from its text, as httpx would parse them, if it is plain: an
+    http(s) URL (`_PLAIN_URL`) of a DNS name or a dotted IPv4 address, without dot segments
+    or a stray `%` (a page's links are read by the hundred: httpx's parse is most of their
+    cost). None for any other URL, which only httpx reads right."""
     match = _PLAIN_URL.fullmatch(url)
-    if match is None or (b"%" in url.encode() and _BAD_ESCAPE.search(url)):
+    if match is None or ("%" in url and _BAD_ESCAPE.search(url)):
         return None
     scheme, host, port, rest = match.groups()
     host = host.lower()
-    # Dotted numbers are IPv4 addresses httpx checks; an empty label is no host.
-    if host[-1].isdigit() or not host.strip(".") or ".." in host:
+    if not host.strip(".") or ".." in host or (host[-1].isdigit() and not _ipv4(host)):
         return None
-    scheme = scheme.lower()
-    authority = host
-    if port is not None:
-        number = int(port)
-        if number > 65535:
-            return None
-        if number != _DEFAULT_PORTS[scheme]:
-            authority += f":{number}"
+    number = None if port is None else int(port)
+    if number is not None and number > 65535:
+        return None
     raw = (rest or "").split("#", 1)[0].encode("ascii")
-    path, _, query = raw.partition(b"?")
+    path, mark, query = raw.partition(b"?")
     if b"/." in path:  # dot segments: httpx's removal of them is its own (`/a/.` is `/a`)
         return None
-    key = f"{scheme}://{authority}{_dot_segments_removed(_escapes(path or b'/')).decode('ascii')}"
-    kept = _query(query)
+    return PlainUrl(scheme.lower(), host, number, path or b"/", query if mark else None)
+
+
+def _ipv4(host: str) -> bool:
+    """Whether `host` is an IPv4 address as httpx takes one: four decimal octets, no leading
+    zero (a host of digits and dots otherwise is for httpx to judge)."""
+    octets = host.split(".")
+    return len(octets) == 4 and all(
+        octet.isdigit() and str(int(octet)) == octet and int(octet) <= 255 for octet in octets
+    )
+
+
+def _plain_key(url: str) -> str | None:
+    """`url_key` of a plain URL (`plain_url`) from its text; None for any other."""
+    plain = plain_url(url)
+    if plain is None:
+        return None
+    authority = plain.host
+    if plain.port is not None and plain.port != DEFAULT_PORTS[plain.scheme]:
+        authority += f":{plain.port}"
+    path = _dot_segments_removed(_escapes(plain.path)).decode("ascii")
+    kept = _query(plain.query or b"")
+    key = f"{plain.scheme}://{authority}{path}"
     return f"{key}?{kept}" if kept else key
 
 

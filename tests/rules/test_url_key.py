@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.rules.url_key import TRACKING, _plain_key, url_hash, url_key
+from app.rules.url_key import TRACKING, _plain_key, plain_url, url_hash, url_key
 
 SAME = [
     # Scheme and host in any case.
@@ -138,7 +138,10 @@ _PLAIN_PARTS = st.text(alphabet="aZ09-._~!$&'()*+,;=:@/?#%2e", max_size=30)
 
 @given(
     scheme=st.sampled_from(["http", "https", "HTTP", "Https"]),
-    host=st.from_regex(r"[A-Za-z0-9.-]{1,20}", fullmatch=True),
+    host=st.one_of(
+        st.from_regex(r"[A-Za-z0-9.-]{1,20}", fullmatch=True),
+        st.from_regex(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}", fullmatch=True),
+    ),
     port=st.one_of(st.none(), st.integers(0, 99999)),
     rest=st.one_of(
         st.just(""), st.builds(lambda c, t: c + t, st.sampled_from("/?#"), _PLAIN_PARTS)
@@ -148,11 +151,15 @@ def test_a_plain_url_is_keyed_as_httpx_would_parse_it(
     scheme: str, host: str, port: int | None, rest: str
 ) -> None:
     """The key read from a plain URL's text (`_plain_key`, the quick way a page's links are
-    keyed) is the key of the URL as httpx parses it, or there is none and httpx decides."""
+    keyed) is the key of the URL as httpx parses it, and its host and path (what a crawl's
+    scope judges) are httpx's; or there is none and httpx decides."""
     url = f"{scheme}://{host}{'' if port is None else f':{port}'}{rest}"
     quick = _plain_key(url)
     if quick is None:
         return
+    parts, parsed_url = plain_url(url), httpx.URL(url)
+    assert parts is not None
+    assert (parsed_url.raw_host.decode(), parsed_url.raw_path) == (parts.host, parts.raw_path)
     try:
         parsed = url_key(httpx.URL(url))
     except ValueError:
