@@ -117,6 +117,11 @@ class DeliveryEvent(StrEnum):
     """A refresh stored a new version of the content."""
     JOB_GONE = "job.gone"
     """A refresh found the page gone (404, 410): dead, its last content kept."""
+    CRAWL_COMPLETED = "crawl.completed"
+    """A crawl's round ended (its first, or a later one that found nothing new, changed or
+    removed)."""
+    CRAWL_CHANGED = "crawl.changed"
+    """A re-crawl's round ended having found pages new, changed or removed."""
 
 
 class BlockReason(StrEnum):
@@ -242,7 +247,10 @@ class CrawlOptions:
     refresh_every: int | None = None
     metadata: dict[str, Any] | None = None
     callback_url: str | None = None
+    """Told as each round ends (`crawl.completed`, `crawl.changed`)."""
     callback_content: CallbackContent = CallbackContent.NONE
+    callback_pages: bool = False
+    """Each page's job calls `callback_url` too, as a job submitted with it does."""
 
 
 @dataclass(frozen=True)
@@ -648,11 +656,13 @@ class ClaimedDelivery:
     """A webhook delivery leased to one sender for one POST."""
 
     id: int
-    job_id: str
+    job_id: str | None
+    """None for a crawl's (`crawl_id`)."""
     event: str
     url: str
     attempt: int
     max_attempts: int
+    crawl_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -204,7 +204,9 @@ class Runtime:
                 if runtime.worker is not None:  # on the worker's loop: the crawler runs there
                     runtime.worker.submitted(priority)
 
-            crawls = CrawlStore(beside, clock, crawl_made_jobs)
+            crawls = CrawlStore(
+                beside, clock, crawl_made_jobs, webhook_max_attempts=settings.webhook_max_attempts
+            )
             worker = runtime.worker = Worker(
                 Queue(beside, views.shares, views.records),
                 fetcher,
@@ -238,6 +240,7 @@ class Runtime:
                 DeliveryStore(beside),
                 JobStore(beside, clock),
                 ContentStore(beside),
+                crawls,
                 views.deliveries,
                 views.retry,
                 destinations,

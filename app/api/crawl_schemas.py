@@ -87,8 +87,18 @@ class CrawlIn(BaseModel):
         description=f"Opaque JSON kept with every page's job: at most {METADATA_MAX_BYTES} "
         f"bytes, {METADATA_MAX_DEPTH} levels deep.",
     )
-    callback_url: SubmittedUrl | None = Field(None, description="Notified as each page finishes.")
-    callback_content: CallbackContent = CallbackContent.NONE
+    callback_url: SubmittedUrl | None = Field(
+        None,
+        description="Told as each round of the crawl ends: `crawl.completed`, or "
+        "`crawl.changed` for a re-crawl's round that found pages new, changed or removed "
+        "(the crawl and the round's report). With `callback_pages`, each page's job too.",
+    )
+    callback_content: CallbackContent = Field(
+        CallbackContent.NONE, description="With `callback_pages`: what a page's callback carries."
+    )
+    callback_pages: bool = Field(
+        False, description="Each page's job calls `callback_url` as it finishes (`job.*`)."
+    )
     tenant: str | None = Field(None, pattern=TENANT_PATTERN, description="Defaults to `default`.")
 
     @model_validator(mode="before")

@@ -81,8 +81,9 @@ def start_round(conn: sa.Connection, crawl_id: str, now: datetime) -> bool:
 
 def report_round(
     conn: sa.Connection, crawl_id: str, number: int, started_at: datetime, now: datetime
-) -> None:
-    """Write the report of the crawl's round `number` (begun `started_at`), ending now."""
+) -> dict[str, int]:
+    """Write the report of the crawl's round `number` (begun `started_at`), ending now; its
+    counts of pages new, changed and removed."""
     made = sa.and_(
         crawl_urls.c.crawl_id == crawl_id,
         crawl_urls.c.kind == UrlKind.PAGE.value,
@@ -128,6 +129,7 @@ def report_round(
             pages=pages,
         )
     )
+    return counts
 
 
 REPORT = sa.select(

@@ -26,6 +26,7 @@ from app.model import (
     CrawlOptions,
     CrawlStatus,
     DeadReason,
+    DeliveryEvent,
     Finds,
     FoundVia,
     FrontierState,
@@ -40,6 +41,7 @@ from app.model import (
 from app.rules.url_key import domain_of, url_hash
 from app.store.crawl_rounds import FOUND, REPORT, report_round, start_round
 from app.store.database import Database
+from app.store.deliveries import owe_crawl
 from app.store.jobs.rows import _row, _url_row
 from app.store.record_rows import frontier_rows, tally_rows
 from app.store.refreshes import REFRESHABLE, refreshed
@@ -212,11 +214,14 @@ class CrawlStore:
         database: Database,
         clock: Callable[[], datetime],
         on_submit: Callable[[int | None], None] = lambda _: None,
+        webhook_max_attempts: int = 5,
     ) -> None:
         self.db = database
         self.clock = clock
         self.on_submit = on_submit
         """Called once jobs are made: wakes the worker in this process."""
+        self.webhook_max_attempts = webhook_max_attempts
+        """INGEST_WEBHOOK_MAX_ATTEMPTS: a crawl's callbacks' budget."""
 
     async def create(self, new: NewCrawl) -> Crawl:
         now = self.clock()
@@ -569,6 +574,7 @@ class CrawlStore:
             )
 
         refresh_every = crawl.options.refresh_every
+        callback, attempts = crawl.options.callback_url, self.webhook_max_attempts
 
         def finish(conn: sa.Connection) -> bool:
             if conn.execute(sa.select(sa.or_(*left))).scalar_one():
@@ -579,7 +585,11 @@ class CrawlStore:
             if crawl.mode is CrawlMode.CRAWL:
                 conn.execute(_cut_new(crawl.id))
             started = crawl.round_started_at or crawl.created_at
-            report_round(conn, crawl.id, crawl.round, started, now)
+            counts = report_round(conn, crawl.id, crawl.round, started, now)
+            if callback is not None:
+                changed = crawl.round > 1 and any(counts.values())
+                event = DeliveryEvent.CRAWL_CHANGED if changed else DeliveryEvent.CRAWL_COMPLETED
+                owe_crawl(conn, crawl.id, callback, event.value, now, attempts)
             if refresh_every is not None:
                 next_round = now + timedelta(seconds=refresh_every)
                 conn.execute(
@@ -705,8 +715,10 @@ def _page_row(crawl: Crawl, page: Any, now: datetime) -> dict[str, Any]:
         max_attempts=options.max_attempts,
         priority=options.priority,
         metadata=options.metadata,
-        callback_url=options.callback_url,
-        callback_content=options.callback_content,
+        callback_url=options.callback_url if options.callback_pages else None,
+        callback_content=options.callback_content
+        if options.callback_pages
+        else CallbackContent.NONE,
     )
     return _row(new, now) | {
         "crawl_id": crawl.id,

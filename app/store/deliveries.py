@@ -44,6 +44,25 @@ def owe(
     conn.execute(sa.insert(deliveries).from_select([*names, "created_at", "updated_at"], rows))
 
 
+def owe_crawl(
+    conn: sa.Connection, crawl_id: str, url: str, event: str, now: datetime, max_attempts: int
+) -> None:
+    """In the caller's transaction (the one that ends a crawl's round): a pending delivery
+    of `event` for the crawl, to `url`."""
+    conn.execute(
+        sa.insert(deliveries).values(
+            crawl_id=crawl_id,
+            event=event,
+            url=url,
+            status=PENDING,
+            attempts=0,
+            max_attempts=max_attempts,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+
+
 def _due(now: datetime) -> sa.ColumnElement[bool]:
     return sa.and_(
         deliveries.c.status == sa.literal_column(f"'{PENDING}'"),  # matches the partial index
@@ -89,6 +108,7 @@ class DeliveryStore:
                 deliveries.c.url,
                 deliveries.c.attempts,
                 deliveries.c.max_attempts,
+                deliveries.c.crawl_id,
             )
         )
         lost = (

@@ -470,11 +470,22 @@ class Delivery(SQLModel, table=True):
     id: int | None = Field(
         default=None, sa_column=Column(BigIntPK, primary_key=True, autoincrement=True)
     )
-    job_id: str = Field(
+    job_id: str | None = Field(
+        default=None,
         sa_column=Column(
-            sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
-        )
+            sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=True
+        ),
     )
+    """The job whose callback it is; null for a crawl's."""
+    crawl_id: str | None = Field(
+        default=None,
+        sa_column=Column(
+            sa.String(36),
+            sa.ForeignKey("crawls.id", name="fk_deliveries_crawl", ondelete="CASCADE"),
+            nullable=True,
+        ),
+    )
+    """The crawl whose callback it is (`crawl.completed`, `crawl.changed`); null for a job's."""
     event: str = Field(max_length=32)
     url: str = Field(max_length=2048)
     status: str = Field(max_length=16)

@@ -38,14 +38,23 @@ from app.fetch.guard import (
     guarded_client,
     system_resolver,
 )
-from app.model import CallbackContent, ClaimedDelivery, DeliveryEvent, ErrorKind, Failure
+from app.model import (
+    CallbackContent,
+    ClaimedDelivery,
+    CrawlStatus,
+    DeliveryEvent,
+    ErrorKind,
+    Failure,
+)
 from app.observability import events
 from app.rules import policy
+from app.store.crawls import CrawlNotFound, CrawlStore
 from app.store.deliveries import DeliveryStore
 from app.store.jobs import JobStore
 from app.store.jobs.errors import JobNotFound
 from app.store.reads import ContentStore, Part
 from app.wire import JobOut, missing_content
+from app.wire.crawls import CrawlOut, RoundOut
 from app.worker.loop import Loop, Wakeup
 
 log = logging.getLogger("ingest.webhooks")
@@ -99,6 +108,7 @@ class Deliverer:
         deliveries: DeliveryStore,
         jobs: JobStore,
         contents: ContentStore,
+        crawls: CrawlStore,
         rules: DeliveryRules,
         retry: policy.RetryRules,
         destinations: Destinations,
@@ -112,6 +122,7 @@ class Deliverer:
         self.deliveries = deliveries
         self.jobs = jobs
         self.contents = contents
+        self.crawls = crawls
         self.rules = rules
         self.retry = retry
         self.clock = clock
@@ -166,18 +177,9 @@ class Deliverer:
         `"change": {"from": {"version", "text_sha256"} | null, "to": {...}}`, from the
         version before the job's last, if still kept) and `job.gone` (404 or 410: dead, its
         last content kept). The job is as it is when the POST is made."""
-        try:
-            job = await self.jobs.get(claimed.job_id)
-        except JobNotFound:  # deleted meanwhile; its deliveries went with it
+        payload = await self._payload(claimed)
+        if payload is None:  # deleted meanwhile; its deliveries went with it
             return
-        payload: dict[str, Any] = {
-            "event": claimed.event,
-            "job": JobOut.of(job).model_dump(mode="json"),
-        }
-        if claimed.event == DeliveryEvent.JOB_CHANGED:
-            payload["change"] = await self._change(job.id, job.content_version)
-        if job.callback_content is not None:
-            payload["content"] = await self._content(job.id, CallbackContent(job.callback_content))
         body = json.dumps(payload, separators=(",", ":")).encode()
         started = time.perf_counter()
         failure = await self._post(claimed.url, body)
@@ -195,6 +197,41 @@ class Deliverer:
             failure, retry_at = policy.unexpected(exc), None
         await self.deliveries.failed(claimed, failure, now, retry_at)
         events.delivery_failed(claimed, failure, retry_at, duration_ms)
+
+    async def _payload(self, claimed: ClaimedDelivery) -> dict[str, Any] | None:
+        """What `claimed` POSTs: its job's or its crawl's (`_crawl_payload`); None if that
+        is gone."""
+        if claimed.crawl_id is not None:
+            return await self._crawl_payload(claimed.event, claimed.crawl_id)
+        assert claimed.job_id is not None
+        try:
+            job = await self.jobs.get(claimed.job_id)
+        except JobNotFound:
+            return None
+        payload: dict[str, Any] = {
+            "event": claimed.event,
+            "job": JobOut.of(job).model_dump(mode="json"),
+        }
+        if claimed.event == DeliveryEvent.JOB_CHANGED:
+            payload["change"] = await self._change(job.id, job.content_version)
+        if job.callback_content is not None:
+            payload["content"] = await self._content(job.id, CallbackContent(job.callback_content))
+        return payload
+
+    async def _crawl_payload(self, event: str, crawl_id: str) -> dict[str, Any] | None:
+        """A crawl's callback: `{"event", "crawl": <as GET /crawls/{id}>, "round": <as GET
+        /crawls/{id}/rounds/{n}, the round that ended>}`."""
+        try:
+            crawl = await self.crawls.get(crawl_id)
+        except CrawlNotFound:
+            return None
+        ended = crawl.round - 1 if crawl.status == CrawlStatus.RUNNING else crawl.round
+        report = await self.crawls.round(crawl_id, ended) if ended else None
+        return {
+            "event": event,
+            "crawl": CrawlOut.of(crawl, await self.crawls.counts(crawl_id)).model_dump(mode="json"),
+            "round": None if report is None else RoundOut.of(report).model_dump(mode="json"),
+        }
 
     async def _change(self, job_id: str, version: int | None) -> dict[str, Any]:
         """A `job.changed` callback's `change`: the job's last version, and the one before

@@ -1,6 +1,7 @@
 """Crawls end to end: the app's worker and crawl loop against a site served on 127.0.0.1 by
 a real HTTP server that counts every request, on both backends."""
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -416,3 +417,40 @@ async def test_the_dashboard_shows_crawls_and_cancels_one(
     assert 303 == cancelled.status_code
     assert "s-cancelled" in after.text and "/cancel" not in after.text
     assert 404 == missing.status_code
+
+
+async def test_a_crawl_calls_back_as_each_round_ends(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """A crawl's callback_url is told `crawl.completed` as its first round ends (with the
+    round's report), and `crawl.changed` when a later round found a page changed; its
+    pages' jobs call nothing (no `callback_pages`)."""
+    for path in ("/robots.txt", "/sitemap.xml", "/llms.txt"):
+        web.script(path, Reply(404, b"", TEXT))
+    web.script("/", page("Home", "/a"))
+    web.script("/a", page("A first"))
+    hook = web.url("/hook")
+    async with running_app(make_settings(refresh_min_seconds=1)) as (_, client):
+        crawl = await start(client, web.url("/"), callback_url=hook, refresh_every=86400)
+
+        async def posted(count: int) -> bool:
+            return len(web.posts["/hook"]) >= count
+
+        await eventually(lambda: posted(1), timeout=30)
+        web.script("/a", page("A second"))
+        await client.post(f"/crawls/{crawl['id']}/refresh")
+        await eventually(lambda: posted(2), timeout=30)
+        await client.post(f"/crawls/{crawl['id']}/cancel")
+    first, second = (json.loads(body) for _, body in web.posts["/hook"][:2])
+    assert ("crawl.completed", crawl["id"], 1, {"new": 2, "changed": 0, "removed": 0}) == (
+        first["event"],
+        first["crawl"]["id"],
+        first["round"]["round"],
+        first["round"]["counts"],
+    )
+    assert ("crawl.changed", 2, [web.url("/a")]) == (
+        second["event"],
+        second["round"]["round"],
+        second["round"]["pages"]["changed"],
+    )
+    assert 2 == len(web.posts["/hook"])

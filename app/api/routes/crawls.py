@@ -101,6 +101,7 @@ async def start_crawl(
         metadata=body.metadata,
         callback_url=body.callback_url,
         callback_content=body.callback_content,
+        callback_pages=body.callback_pages,
     )
     try:
         Scope.of(seeds, include=options.include, exclude=options.exclude)

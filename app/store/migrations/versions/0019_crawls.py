@@ -1,6 +1,6 @@
 """Crawls: crawls, their frontier (crawl_urls, one row per URL a crawl found, keyed by
 crawl, kind and URL key), their tallies and rounds, jobs' crawl_id, crawl_depth and
-found_on, and each content version's links
+found_on, each content version's links, and deliveries of a crawl
 
 Existing rows stay as they are: no job belongs to a crawl, no version has links (null).
 
@@ -123,9 +123,25 @@ def upgrade() -> None:
         sqlite_where=_IN_CRAWL,
     )
     op.add_column("job_contents", sa.Column("links", sa.JSON(), nullable=True))
+    # A crawl's callbacks (crawl.completed, crawl.changed) are deliveries of no job.
+    with op.batch_alter_table("deliveries", reflect_kwargs={"resolve_fks": False}) as deliveries:
+        deliveries.add_column(
+            sa.Column(
+                "crawl_id",
+                sa.String(36),
+                sa.ForeignKey("crawls.id", name="fk_deliveries_crawl", ondelete="CASCADE"),
+                nullable=True,
+            )
+        )
+        deliveries.alter_column("job_id", existing_type=sa.String(36), nullable=True)
 
 
 def downgrade() -> None:
+    op.execute("DELETE FROM deliveries WHERE job_id IS NULL")
+    with op.batch_alter_table("deliveries", reflect_kwargs={"resolve_fks": False}) as deliveries:
+        deliveries.alter_column("job_id", existing_type=sa.String(36), nullable=False)
+        deliveries.drop_constraint("fk_deliveries_crawl", type_="foreignkey")
+        deliveries.drop_column("crawl_id")
     op.drop_column("job_contents", "links")
     op.drop_index("ix_jobs_crawl", table_name="jobs")
     for column in ("found_on", "crawl_depth", "crawl_id"):
