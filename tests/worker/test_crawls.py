@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from app.settings import Settings
-from tests.conftest import eventually, running_app
+from tests.conftest import eventually, running_app, wait_for_status
 from tests.support.webserver import Reply, ScriptedServer
 
 TEXT = "text/plain"
@@ -454,3 +454,33 @@ async def test_a_crawl_calls_back_as_each_round_ends(
         second["round"]["pages"]["changed"],
     )
     assert 2 == len(web.posts["/hook"])
+
+
+async def test_a_tenants_crawl_does_not_hold_back_another_tenants_job(
+    make_settings: Callable[..., Settings], web: ScriptedServer
+):
+    """Tenant a crawls 120 slow pages (a window of 30 pending); tenant b's single job,
+    submitted while a's pages wait, is fetched while a's crawl still runs: the tenants'
+    fair share serves b's turn before a's waiting pages."""
+    for path in ("/robots.txt", "/sitemap.xml", "/llms.txt"):
+        web.script(path, Reply(404, b"", TEXT))
+    section(web, "/big", 120)
+    for i in range(120):
+        web.script(f"/big/{i}", Reply(200, page(f"big {i}").body, delay=0.05))
+    settings = make_settings(crawl_window=30, worker_concurrency=2, domain_max_in_flight=2)
+    async with running_app(settings) as (_, client):
+        crawl = await start(client, web.url("/big/"), tenant="a", sitemap="skip")
+
+        async def waiting() -> bool:
+            counts = (await client.get(f"/crawls/{crawl['id']}")).json()["counts"]
+            return counts["pending"] >= 20
+
+        await eventually(waiting, timeout=30)
+        other = web.url("/other").replace("127.0.0.1", "localhost")
+        job = (await client.post("/jobs", json={"url": other, "tenant": "b"})).json()
+        done = await wait_for_status(client, job["id"], "succeeded", timeout=30)
+        meanwhile = (await client.get(f"/crawls/{crawl['id']}")).json()
+        await client.post(f"/crawls/{crawl['id']}/cancel")
+    assert "succeeded" == done["status"]
+    assert "running" == meanwhile["status"]
+    assert meanwhile["counts"]["pending"] > 0
