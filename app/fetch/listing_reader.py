@@ -6,7 +6,7 @@ sitemap), `max_entries` kept. Never raises for a failure of the remote side: it 
 listing's `Failure`, which the crawl counts.
 """
 
-import asyncio
+import httpx
 
 from app.content.sitemaps import (
     FoundUrl,
@@ -16,11 +16,10 @@ from app.content.sitemaps import (
     robots_sitemaps,
 )
 from app.fetch.decoding import bounded_body
-from app.fetch.fetcher import Fetcher, FetchTimeout
-from app.fetch.guard import BlockedDestination
+from app.fetch.fetcher import Fetcher
 from app.fetch.pool import ExtractionFailed, ExtractionTimeout
+from app.fetch.small_reads import read_small
 from app.model import ErrorKind, Failure, UrlKind
-from app.rules.policy import classify_exception
 
 MAX_REDIRECTS = 5
 
@@ -55,33 +54,16 @@ class ListingReader:
             return Failure(ErrorKind.FATAL, type(exc).__name__, str(exc))
 
     async def _get(self, url: str) -> bytes | Failure:
-        limits = self.fetcher.limits
-        try:
-            async with asyncio.timeout(limits.fetch_timeout_seconds):
-                with self.fetcher.client() as client:
-                    request = client.build_request("GET", url)
-                    for _ in range(MAX_REDIRECTS + 1):
-                        response = await client.send(request, stream=True)
-                        try:
-                            if response.next_request is None:
-                                if not 200 <= response.status_code < 300:
-                                    return _answered(response.status_code)
-                                return (await bounded_body(response, self.max_bytes))[
-                                    : self.max_bytes
-                                ]
-                            request = response.next_request
-                        finally:
-                            await response.aclose()
+        read = await read_small(self.fetcher, url, self._body, MAX_REDIRECTS)
+        if read is None:
             return Failure(ErrorKind.FATAL, "TooManyRedirects", f"over {MAX_REDIRECTS} redirects")
-        except TimeoutError:
-            exc: Exception = FetchTimeout(
-                f"no complete answer within {limits.fetch_timeout_seconds:g}s"
-            )
-            return classify_exception(exc, limits.transient_errors)
-        except BlockedDestination as exc:
-            return Failure(ErrorKind.FATAL, "BlockedDestination", str(exc))
-        except Exception as exc:  # every failure becomes a classified outcome
-            return classify_exception(exc, limits.transient_errors)
+        return read
+
+    async def _body(self, response: httpx.Response) -> bytes | Failure:
+        """A 2xx's body, at most `max_bytes`; any other answer, the failure it makes."""
+        if not 200 <= response.status_code < 300:
+            return _answered(response.status_code)
+        return (await bounded_body(response, self.max_bytes))[: self.max_bytes]
 
 
 def _answered(status: int) -> Failure:

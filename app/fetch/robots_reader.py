@@ -21,11 +21,11 @@ import httpx
 
 from app.clock import Clock
 from app.fetch.decoding import bounded_body
-from app.fetch.fetcher import Fetcher, FetchTimeout, InvalidRedirect
-from app.fetch.guard import BlockedDestination
+from app.fetch.fetcher import Fetcher
 from app.fetch.pool import ExtractionFailed, ExtractionPool, ExtractionTimeout
+from app.fetch.small_reads import read_small
 from app.model import ErrorKind, Failure
-from app.rules.policy import classify_exception, unexpected
+from app.rules.policy import unexpected
 from app.rules.robots import (
     ALLOW_ALL,
     RobotsRules,
@@ -213,32 +213,15 @@ class RobotsTxt:
     async def _read(self, robots_url: str) -> tuple[bytes | RobotsRules | Failure, int]:
         """GET robots.txt: a 2xx's body (its rules not yet parsed) or the rules any other
         answer gives, and the bytes read; or the failure it makes."""
-        fetching = self.fetcher.limits
-        try:
-            async with asyncio.timeout(fetching.fetch_timeout_seconds):
-                with self.fetcher.client() as client:
-                    request = client.build_request("GET", robots_url)
-                    for _ in range(MAX_REDIRECTS + 1):
-                        response = await client.send(request, stream=True)
-                        try:
-                            if response.next_request is None:
-                                return await _answer(response, self.limits.max_bytes)
-                            request = response.next_request
-                        finally:
-                            await response.aclose()  # a 3xx body is never read
+        limit = self.limits.max_bytes
+        read = await read_small(
+            self.fetcher, robots_url, lambda r: _answer(r, limit), MAX_REDIRECTS
+        )
+        if read is None:
             return ALLOW_ALL, 0
-        except TimeoutError:
-            exc: Exception = FetchTimeout(
-                f"no complete answer within {fetching.fetch_timeout_seconds:g}s"
-            )
-            failure = classify_exception(exc, fetching.transient_errors)
-        except BlockedDestination as exc:
-            failure = Failure(ErrorKind.FATAL, "BlockedDestination", str(exc))
-        except InvalidRedirect as exc:
-            failure = Failure(ErrorKind.FATAL, "InvalidRedirect", str(exc))
-        except Exception as exc:  # every failure becomes a classified outcome
-            failure = classify_exception(exc, fetching.transient_errors)
-        return rules_from_failure(failure), 0
+        if isinstance(read, Failure):
+            return rules_from_failure(read), 0
+        return read
 
 
 def _robots_url(url: str) -> str:
