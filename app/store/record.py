@@ -52,7 +52,7 @@ from app.store.backends.record_sql import (
     SUCCEED,
 )
 from app.store.backends.writes import NewRows, Once, Writes
-from app.store.crawl_rounds import FOUND
+from app.store.crawls.rounds import FOUND
 from app.store.deliveries import owe
 from app.store.record_rows import (
     frontier_rows,

@@ -590,7 +590,7 @@ class CrawlUrl(SQLModel, table=True):
 
 
 class CrawlRound(SQLModel, table=True):
-    """A round of a crawl, written as it ends (`app.store.crawl_rounds`): how many pages it
+    """A round of a crawl, written as it ends (`app.store.crawls.rounds`): how many pages it
     found new, changed and removed, and which (bounded)."""
 
     __tablename__ = "crawl_rounds"
