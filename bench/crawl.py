@@ -33,6 +33,7 @@ from collections import Counter
 from typing import Any
 
 from bench.drain import add_settings_option
+from bench.footprint import status_kb
 from bench.harness import (
     RESULTS,
     backends,
@@ -91,7 +92,7 @@ async def drain(serve: Serve, site: RunningSite, args: argparse.Namespace) -> di
 
 TIMELINE = ("waiting", "pending", "running", "succeeded", "dead")
 """The counts a crawl's timeline keeps, every COUNTS_SECONDS, with the time and how long the
-GET took."""
+GET took, and serve's RSS (MB, its own process: the extraction processes are apart)."""
 COUNTS_SECONDS = 2.0
 """How often the crawl's counts are read: GET /crawls/{id} counts its frontier and pages, a
 read that grows with the crawl (its status alone is polled every POLL_SECONDS, as the
@@ -113,8 +114,14 @@ async def _until_ended(
             crawl = await _json(serve, "GET", f"/crawls/{crawl_id}")
             answered = time.monotonic()
             counts = crawl["counts"]
+            rss_mb = status_kb(serve.process.pid).get("VmRSS", 0) / 1024
             timeline.append(
-                [answered - started, (answered - now) * 1000, *(counts[k] for k in TIMELINE)]
+                [
+                    answered - started,
+                    (answered - now) * 1000,
+                    *(counts[k] for k in TIMELINE),
+                    rss_mb,
+                ]
             )
         listed = await _json(serve, "GET", "/crawls?limit=1")
         status = next(c["status"] for c in listed["items"] if c["id"] == crawl_id)
@@ -189,6 +196,8 @@ async def crawl(serve: Serve, site: RunningSite, args: argparse.Namespace) -> di
         "site": site_counts,
         "problems": problems,
         "timeline": timeline,
+        # Serve's RSS a quarter into the crawl (past its start-up), and at its end.
+        "rss_mb": [timeline[len(timeline) // 4][-1], timeline[-1][-1]] if timeline else [],
     }
 
 
@@ -319,6 +328,7 @@ def checks(results: list[dict[str, Any]]) -> str:
                 f"{r['site']['pages_fetched']} ({r['site']['pages_repeated']} twice)",
                 " ".join(f"{k} {requests.get(k, 0)}" for k in ("section", "calendar", "private")),
                 str(requests.get("listing", 0)),
+                " -> ".join(f"{mb:.0f}" for mb in r.get("rss_mb", [])) or "-",
                 "; ".join(r["problems"] + r["log_problems"]) or "none",
             ]
         )
@@ -333,6 +343,7 @@ def checks(results: list[dict[str, Any]]) -> str:
         "pages fetched",
         "other fetches",
         "listings",
+        "serve RSS MB",
         "problems",
     ]
     return table(headers, rows)
