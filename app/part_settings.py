@@ -16,6 +16,7 @@ from app.settings import Settings
 if TYPE_CHECKING:
     from app.fetch.fetcher import FetchLimits
     from app.fetch.robots_reader import RobotsLimits
+    from app.rules.crawl_options import CrawlLimits
     from app.rules.policy import RetryRules
     from app.rules.scheduling import ShareRules
     from app.store.record import RecordRules
@@ -182,4 +183,15 @@ def destinations_of(settings: Settings) -> Destinations:
         settings.allowed_ports,
         settings.allowed_hosts,
         settings.blocked_hosts,
+    )
+
+
+def crawl_limits(settings: Settings) -> "CrawlLimits":
+    """What the settings allow a crawl, as `POST /crawls` and `ingest crawl` check it."""
+    from app.rules.crawl_options import CrawlLimits
+
+    return CrawlLimits(
+        settings.crawl_max_pages,
+        settings.refresh_min_seconds,
+        settings.crawl_may_ignore_robots_txt,
     )

@@ -76,7 +76,8 @@ def crawl(
     from app.fetch.guard import BlockedDestination
     from app.fetch.urls import job_url
     from app.model import CrawlMode, CrawlOptions, NewCrawl
-    from app.rules.crawl_finds import scope_of
+    from app.part_settings import crawl_limits
+    from app.rules.crawl_options import refusal
     from app.rules.url_key import url_key
 
     runtime = operator_runtime()
@@ -89,14 +90,6 @@ def crawl(
         except (ValueError, BlockedDestination) as exc:
             fail(f"{url}: {exc}", code=2)
         seeds.append(url_key(parsed))
-    if limit is not None and limit > settings.crawl_max_pages:
-        fail(f"--limit is at most {settings.crawl_max_pages} (INGEST_CRAWL_MAX_PAGES)", code=2)
-    if refresh_every is not None and refresh_every < settings.refresh_min_seconds:
-        fail(
-            f"--refresh-every is at least {settings.refresh_min_seconds} "
-            "(INGEST_REFRESH_MIN_SECONDS)",
-            code=2,
-        )
     options = CrawlOptions(
         limit=limit or settings.crawl_max_pages,
         max_depth=max_depth,
@@ -105,10 +98,9 @@ def crawl(
         refresh_every=refresh_every,
         max_attempts=settings.max_attempts,
     )
-    try:
-        scope_of(seeds, options)
-    except ValueError as exc:
-        fail(str(exc), code=2)
+    refused = refusal(seeds, options, crawl_limits(settings))
+    if refused is not None:
+        fail(refused.message, code=2)
     mode = CrawlMode.MAP if map_only else CrawlMode.CRAWL
     new = NewCrawl(tenant, tuple(dict.fromkeys(seeds)), mode, options)
 

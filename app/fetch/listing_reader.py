@@ -20,6 +20,7 @@ from app.fetch.fetcher import Fetcher
 from app.fetch.pool import ExtractionFailed, ExtractionTimeout
 from app.fetch.small_reads import read_small
 from app.model import ErrorKind, Failure, UrlKind
+from app.rules.policy import classify_status
 
 MAX_REDIRECTS = 5
 
@@ -61,14 +62,11 @@ class ListingReader:
 
     async def _body(self, response: httpx.Response) -> bytes | Failure:
         """A 2xx's body, at most `max_bytes`; any other answer, the failure it makes."""
-        if not 200 <= response.status_code < 300:
-            return _answered(response.status_code)
+        # A listing not read is counted, not tried again: no Retry-After to keep.
+        failure = classify_status(response.status_code, self.fetcher.limits.transient_status_codes)
+        if failure is not None:
+            return failure
         return (await bounded_body(response, self.max_bytes))[: self.max_bytes]
-
-
-def _answered(status: int) -> Failure:
-    kind = ErrorKind.TRANSIENT if status >= 500 or status == 429 else ErrorKind.FATAL
-    return Failure(kind, "HTTPStatusError", f"HTTP {status}", http_status=status)
 
 
 def _robots_listing(body: bytes, max_entries: int) -> SiteListing:

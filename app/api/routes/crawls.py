@@ -16,7 +16,8 @@ from app.api.problems import responses
 from app.api.routes.jobs import StatusFilter, _check, _statuses, shown
 from app.api.schemas import JobPage, SubmittedUrl
 from app.model import DEFAULT_TENANT, CrawlOptions, NewCrawl
-from app.rules.crawl_scope import Scope
+from app.part_settings import crawl_limits
+from app.rules.crawl_options import refusal
 from app.rules.url_key import url_key
 from app.store.crawls import Crawl, CrawlEnded, CrawlNotFound, CrawlStore
 from app.wire.crawls import CrawlList, CrawlOut, FoundUrlOut, FoundUrlPage, RoundOut
@@ -64,29 +65,9 @@ async def start_crawl(
     if body.callback_url is not None:
         urls[("body", "callback_url")] = body.callback_url
     _check(urls, runtime.destinations)
-    limit = body.limit or settings.crawl_max_pages
-    if limit > settings.crawl_max_pages:
-        raise _refuse(
-            ("body", "limit"),
-            body.limit,
-            f"limit must be at most {settings.crawl_max_pages} (INGEST_CRAWL_MAX_PAGES)",
-        )
-    if body.refresh_every is not None and body.refresh_every < settings.refresh_min_seconds:
-        raise _refuse(
-            ("body", "refresh_every"),
-            body.refresh_every,
-            f"refresh_every must be at least {settings.refresh_min_seconds} seconds "
-            "(INGEST_REFRESH_MIN_SECONDS)",
-        )
-    if not body.robots_txt and not settings.crawl_may_ignore_robots_txt:
-        raise _refuse(
-            ("body", "robots_txt"),
-            False,
-            "crawls obey robots.txt here (INGEST_CRAWL_MAY_IGNORE_ROBOTS_TXT is off)",
-        )
     seeds = tuple(dict.fromkeys(url_key(url.parsed) for url in starts))
     options = CrawlOptions(
-        limit=limit,
+        limit=body.limit or settings.crawl_max_pages,
         max_depth=body.max_depth,
         include=tuple(body.include),
         exclude=tuple(body.exclude),
@@ -103,10 +84,10 @@ async def start_crawl(
         callback_content=body.callback_content,
         callback_pages=body.callback_pages,
     )
-    try:
-        Scope.of(seeds, include=options.include, exclude=options.exclude)
-    except ValueError as exc:
-        raise _refuse(("body", "include"), body.include, str(exc)) from None
+    refused = refusal(seeds, options, crawl_limits(settings))
+    if refused is not None:
+        given = getattr(body, refused.field)
+        raise _refuse(("body", refused.field), given, refused.message)
     tenant = caller.tenant or body.tenant or DEFAULT_TENANT
     crawl = await crawls.create(NewCrawl(tenant, seeds, body.mode, options))
     runtime.crawl_submitted()
